@@ -1,0 +1,115 @@
+"""Workarounds for upstream behaviour, each with its reason. Nothing else in cudarl patches
+third-party code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from cudarl import env
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root, or None when no toolkit is installed.
+
+    Why: torch's extension builder guesses CUDA_HOME from the location of ``nvcc`` on PATH. When
+    ``nvcc`` is a wrapper script (e.g. /usr/local/bin/nvcc that execs the real compiler), torch
+    guesses /usr/local, which has no libcudart, and the link step fails. We resolve the real
+    toolkit: CUDA_HOME if set, else the folder of the compiler that the wrapper finally runs
+    (found by resolving symlinks and checking for include/cuda.h), else /usr/local/cuda.
+    """
+    configured = env.get(env.CUDA_HOME)
+    if configured and (Path(configured) / "bin" / "nvcc").exists():
+        return Path(configured)
+    candidates: list[Path] = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        real = Path(nvcc).resolve()
+        candidates.append(real.parent.parent)
+        try:  # a wrapper script that execs the real nvcc: read its target
+            text = real.read_text(errors="ignore")[:4096]
+            for token in text.split():
+                if token.endswith("/bin/nvcc"):
+                    candidates.append(Path(token).parent.parent)
+        except OSError:
+            pass
+    candidates.append(Path("/usr/local/cuda"))
+    for root in candidates:
+        if (root / "include" / "cuda.h").exists() and (root / "bin" / "nvcc").exists():
+            return root
+    return None
+
+
+def apply_cuda_home() -> Path | None:
+    """Set CUDA_HOME for torch's builder (in this process) to the resolved toolkit root."""
+    root = cuda_home()
+    if root is not None:
+        os.environ[env.CUDA_HOME] = str(root)
+    return root
+
+
+def import_cpp_extension():
+    """Import ``torch.utils.cpp_extension`` with CUDA_HOME resolved first.
+
+    Why: the module computes its CUDA_HOME once, at import time; setting the variable later has
+    no effect, so it is set before the import and also patched on the module if it was already
+    imported elsewhere with a wrong guess.
+    """
+    root = apply_cuda_home()
+    import torch.utils.cpp_extension as cpp
+
+    if root is not None and getattr(cpp, "CUDA_HOME", None) != str(root):
+        cpp.CUDA_HOME = str(root)
+    return cpp
+
+
+def torch_cxx_standard() -> str:
+    """The C++ standard flag torch's extension builder uses (``-std=c++17`` or ``-std=c++20``).
+
+    Why: torch moved its headers from C++17 to C++20 (they ``#error`` on older standards), and
+    exposes no constant for it. Kernel-only compiles must use the same standard as the full
+    build, so we read it from the builder's own source.
+    """
+    import inspect
+
+    cpp = import_cpp_extension()
+    try:
+        text = inspect.getsource(cpp)
+    except (OSError, TypeError):
+        return "-std=c++17"
+    return "-std=c++20" if "-std=c++20" in text else "-std=c++17"
+
+
+def cuda_library_include_dirs() -> list[str]:
+    """A folder of links to CUDA library headers that the toolkit lacks but torch's wheels ship.
+
+    Why: torch's ``ATen/cuda/CUDAContext.h`` includes cuSPARSE and cuBLAS headers. A minimal
+    toolkit (compiler and runtime only) lacks them, while the CUDA build of torch ships them in
+    its ``nvidia`` wheels, which torch's builder does not put on the include path. That wheel
+    folder cannot be added whole: its runtime headers belong to the wheel's CUDA version and
+    ``#error`` against an older nvcc. So we link only the headers the toolkit does not have,
+    into ``<cache>/cuda-library-headers``, and return that folder (empty list: nothing needed).
+    """
+    root = cuda_home()
+    toolkit_include = root / "include" if root is not None else None
+    if toolkit_include is None or (toolkit_include / "cusparse.h").exists():
+        return []
+    try:
+        import nvidia  # namespace package of the nvidia-* wheels
+    except ImportError:
+        return []
+    sources = [h.parent for base in getattr(nvidia, "__path__", []) for h in Path(base).glob("*/include/cusparse.h")]
+    if not sources:
+        return []
+    shim = env.cache_dir() / "cuda-library-headers"
+    shim.mkdir(parents=True, exist_ok=True)
+    for entry in sources[0].iterdir():
+        link = shim / entry.name
+        if entry.is_file() and not (toolkit_include / entry.name).exists() and not link.exists():
+            try:
+                link.symlink_to(entry)
+            except FileExistsError:
+                pass  # another process linked it first
+    return [str(shim)]

@@ -1,0 +1,141 @@
+"""Typed settings for every part of cudarl, loaded from TOML.
+
+Each field carries a docstring (pydantic turns it into the field's description, so
+``cudarl config`` can print it). Defaults live here and nowhere else. Unknown keys are errors:
+a misspelled setting must not be silently ignored.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class CompileConfig(_Section):
+    mode: Literal["auto", "extension", "kernel"] = "auto"
+    """How candidates are built. ``extension``: the full ``load_inline`` build (needs a CUDA
+    build of torch; this is what runs on the GPU). ``kernel``: only the CUDA source, to a cubin
+    with ``nvcc`` (fast, works with any torch; catches compile errors and gives the resource
+    report, but nothing can run). ``auto``: extension when torch has CUDA, else kernel."""
+
+    arch: str | None = None
+    """Target architecture, e.g. ``"90"`` for sm_90. None: the GPU's own, or ``fallback_arch``
+    when there is no GPU. The CUDARL_CUDA_ARCH environment variable overrides it."""
+
+    fallback_arch: str = "90"
+    """Architecture used when no GPU is present and ``arch`` is unset (compile-only runs)."""
+
+    timeout_s: float = 300.0
+    """Wall-clock limit for one candidate's build; the build's process group is killed after it."""
+
+    jobs: int = 2
+    """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja)."""
+
+    extra_cuda_cflags: tuple[str, ...] = ("-O3",)
+    """Flags added to every CUDA compile (the candidate's own flags come after these)."""
+
+    cache_dir: Path | None = None
+    """Compile cache root. None: CUDARL_CACHE_DIR, else ~/.cache/cudarl."""
+
+    error_lines: int = 40
+    """Compile errors are trimmed to this many lines for the verdict (and the optimizer)."""
+
+
+class SandboxConfig(_Section):
+    timeout_s: float = 180.0
+    """Wall-clock limit for running one candidate (load, correctness and timing together).
+    It includes importing torch and creating the CUDA context in a fresh process."""
+
+    memory_limit_mb: int = 16384
+    """Resident memory limit of the child (its whole process group), enforced by a watchdog."""
+
+    gpu_memory_fraction: float = 0.5
+    """Share of the GPU's memory the child's torch allocator may take."""
+
+    file_size_limit_mb: int = 64
+    """Largest file the child may write (RLIMIT_FSIZE)."""
+
+    output_limit_kb: int = 16
+    """How much of the child's stdout and stderr each is kept in the verdict."""
+
+    isolate_network: bool = True
+    """Run the child in a network namespace of its own (no network). Where the OS refuses,
+    the verdict records that isolation was unavailable."""
+
+
+class CorrectnessConfig(_Section):
+    trials: int = 5
+    """Number of fresh random inputs each candidate is checked on (at least 5)."""
+
+    fp32_tolerance: float = 1e-4
+    """Default atol and rtol for float32 outputs (a task may override)."""
+
+    half_tolerance: float = 1e-2
+    """Default atol and rtol for float16 and bfloat16 outputs (a task may override)."""
+
+
+class TimingConfig(_Section):
+    enabled: bool = True
+    """Time correct candidates and the reference. Off: verdicts stop after correctness."""
+
+    warmup_runs: int = 5
+    """Untimed runs before measuring (module load, autotuning, allocator growth)."""
+
+    min_runs: int = 20
+    """Fewest timed runs before the spread may end the measurement."""
+
+    max_runs: int = 1000
+    """Most timed runs per model."""
+
+    target_rse: float = 0.01
+    """Stop once the relative standard error of the mean is below this."""
+
+    budget_s: float = 5.0
+    """Time budget per model; measurement ends when it is spent even if the spread is high."""
+
+
+class TesterConfig(_Section):
+    compile: CompileConfig = Field(default_factory=CompileConfig)
+    """Compile stage."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """Child process limits."""
+    correctness: CorrectnessConfig = Field(default_factory=CorrectnessConfig)
+    """Correctness stage."""
+    timing: TimingConfig = Field(default_factory=TimingConfig)
+    """Timing stage."""
+
+
+class CudarlConfig(_Section):
+    tester: TesterConfig = Field(default_factory=TesterConfig)
+    """How candidates are judged."""
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be read or does not validate; the message names the key."""
+
+
+def load_config(path: Path | str | None = None) -> CudarlConfig:
+    """Load settings from a TOML file (None: all defaults)."""
+    if path is None:
+        return CudarlConfig()
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return CudarlConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{path}: {problems}") from exc

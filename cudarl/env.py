@@ -1,0 +1,53 @@
+"""Every environment variable cudarl reads, in one place.
+
+Why one module: a user debugging a run should find every knob that is not in the TOML config
+here, with what it does, instead of grepping for ``os.environ``. Nothing else in the project
+reads ``os.environ`` directly (child processes get their environment built from here too).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CUDARL_CACHE_DIR = "CUDARL_CACHE_DIR"
+"""Root of the compile cache (built extensions, cubins, compile reports). Default: ~/.cache/cudarl."""
+
+CUDARL_CUDA_ARCH = "CUDARL_CUDA_ARCH"
+"""Target architecture such as ``90`` or ``sm_90``; overrides detection and the config."""
+
+CUDA_HOME = "CUDA_HOME"
+"""CUDA toolkit root. Read by torch's extension builder too; see ``cudarl._compat``."""
+
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+"""Which GPU a child process sees; set by the pool when pinning bench workers."""
+
+TORCH_CUDA_ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
+"""torch's extension builder compiles for these architectures; cudarl sets it to one arch."""
+
+PYTHONPATH = "PYTHONPATH"
+"""Passed on to child processes so that they import the same cudarl as the parent."""
+
+
+def get(name: str, default: str | None = None) -> str | None:
+    """Read one declared variable (the only sanctioned way to read the environment)."""
+    return os.environ.get(name, default)
+
+
+def cache_dir() -> Path:
+    """Where compiled candidates are kept across runs."""
+    value = get(CUDARL_CACHE_DIR)
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "cudarl"
+
+
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a sandboxed child starts with.
+
+    The parent's environment is copied (the child needs PATH, CUDA and Python settings), then
+    ``extra`` is applied. Secrets such as the correctness seed never travel this way: they go
+    over the child's stdin, which the candidate cannot re-read.
+    """
+    env = dict(os.environ)
+    if extra:
+        env.update(extra)
+    return env

@@ -1,0 +1,164 @@
+"""Stage 2: build a candidate, once per content hash, and keep the compiler's resource report.
+
+Two modes (``CompileConfig.mode``): ``extension`` runs the candidate's own ``load_inline`` calls
+in a sandboxed child, steered to a cache directory and one architecture; ``kernel`` compiles just
+the CUDA sources to a cubin with nvcc (no CUDA torch needed; nothing is runnable afterwards).
+Results, failures included, are cached under ``<cache>/<key>/report.json`` where the key hashes
+the source, mode, flags, architecture and toolchain; a file lock makes concurrent builders of
+the same key wait for one build instead of racing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudarl import _compat
+from cudarl.config import CompileConfig, SandboxConfig
+from cudarl.tester.compiler_output import parse_ptxas, trim_errors
+from cudarl.tester.guard import InlineBuild
+from cudarl.tester.loading import safe_name
+from cudarl.tester.sandbox import ChildLimits, run_child
+from cudarl.tester.toolchain import Toolchain, torch_include_flags
+from cudarl.tester.verdict import CompileReport
+
+# Flags torch's extension builder passes to nvcc; kernel mode uses them too, so that a kernel
+# that compiles here also compiles in the full build.
+TORCH_NVCC_FLAGS = (
+    "--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__", "-DTORCH_API_INCLUDE_EXTENSION_H",
+)
+
+
+@dataclass
+class CompileOutcome:
+    """A compile report plus what the pipeline needs: did it fail, did it time out."""
+
+    report: CompileReport
+    ok: bool
+    timed_out: bool = False
+
+
+class KernelModeUnsupported(Exception):
+    """The candidate's sources are not literal, so kernel mode cannot see them."""
+
+
+class CompileCache:
+    """Compile results by key, on disk, shared by every process that uses the same root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def key(self, source: str, mode: str, arch: str, flags: list[str], toolchain: Toolchain) -> str:
+        blob = json.dumps([source, mode, arch, flags, toolchain.fingerprint])
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def entry(self, key: str) -> Path:
+        return self.root / key
+
+    def build_root(self, key: str) -> Path:
+        return self.entry(key) / "build"
+
+    def lookup(self, key: str) -> CompileOutcome | None:
+        path = self.entry(key) / "report.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        report = CompileReport.model_validate(data["report"])
+        report.cached = True
+        return CompileOutcome(report=report, ok=data["ok"], timed_out=data.get("timed_out", False))
+
+    def store(self, key: str, outcome: CompileOutcome) -> None:
+        if outcome.timed_out:
+            return  # a timeout may be the machine's load, not the candidate: try again next time
+        directory = self.entry(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f".report.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps({"report": outcome.report.model_dump(), "ok": outcome.ok}))
+        temporary.replace(directory / "report.json")
+
+    @contextmanager
+    def locked(self, key: str):
+        with open(self.root / f"{key}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cuda_cflags(config: CompileConfig) -> list[str]:
+    """Flags the tester adds to every CUDA compile, before the candidate's own."""
+    return list(config.extra_cuda_cflags)
+
+
+def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig, toolchain: Toolchain,
+                    workdir: Path, key: str) -> CompileOutcome:
+    """Kernel mode: each build's CUDA source to a cubin with nvcc and ``ptxas -v``."""
+    if not builds or not all(b.resolved and b.cuda_sources for b in builds):
+        raise KernelModeUnsupported("load_inline sources are not literal strings; kernel-only compile needs them")
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    logs: list[str] = []
+    ok, timed_out = True, False
+    deadline = started + config.timeout_s
+    for build in builds:
+        name = safe_name(build.name or "ext")
+        source = workdir / f"{name}.cu"
+        source.write_text("\n".join(build.cuda_sources))
+        command = [str(toolchain.nvcc), "-cubin", f"-arch=sm_{arch}", "-Xptxas=-v", *TORCH_NVCC_FLAGS,
+                   _compat.torch_cxx_standard(), *(f"-I{d}" for d in _compat.cuda_library_include_dirs()),
+                   f"-DTORCH_EXTENSION_NAME={name}", *torch_include_flags(), *cuda_cflags(config),
+                   *build.extra_cuda_cflags, "-o", str(workdir / f"{name}.cubin"), str(source)]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, cwd=workdir,
+                                    timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            ok, timed_out = False, True
+            logs.append(f"compile of {name} timed out after {config.timeout_s:.0f} s")
+            break
+        logs.append(result.stdout + result.stderr)
+        if result.returncode != 0:
+            ok = False
+            break
+    log = "\n".join(logs)
+    report = CompileReport(mode="kernel", arch=f"sm_{arch}", cache_key=key, cached=False,
+                           seconds=time.monotonic() - started, kernels=parse_ptxas(log),
+                           errors="" if ok else trim_errors(log, config.error_lines))
+    return CompileOutcome(report=report, ok=ok, timed_out=timed_out)
+
+
+def compile_extension(candidate_path: Path, build_root: Path, arch: str, config: CompileConfig,
+                      sandbox: SandboxConfig, key: str) -> CompileOutcome:
+    """Extension mode: the candidate's own ``load_inline`` calls, in a sandboxed child."""
+    limits = ChildLimits(timeout_s=config.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
+                         file_size_limit_mb=max(sandbox.file_size_limit_mb, 512),
+                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network)
+    job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
+           "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs}
+    child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)
+    result = child.last("result")
+    log = child.stdout + "\n" + child.stderr
+    ok = bool(result and result.get("outcome") == "compiled")
+    if child.timed_out:
+        errors = f"build timed out after {config.timeout_s:.0f} s and was killed"
+    elif child.memory_exceeded:
+        errors = f"build exceeded the {sandbox.memory_limit_mb} MB memory limit and was killed"
+    elif result is None:
+        errors = f"build process died ({child.signal_name or f'exit code {child.exit_code}'})\n" + trim_errors(log, config.error_lines)
+    elif not ok:
+        errors = trim_errors(log + "\n" + "\n".join(result.get("reasons", [])), config.error_lines)
+    else:
+        errors = ""
+    report = CompileReport(mode="extension", arch=f"sm_{arch}", cache_key=key, cached=False,
+                           seconds=child.wall_s, kernels=parse_ptxas(child.stdout), errors=errors)
+    return CompileOutcome(report=report, ok=ok, timed_out=child.timed_out)

@@ -1,0 +1,147 @@
+"""Stage 1: parse the candidate and refuse obvious non-kernels, without running anything.
+
+Also extracts the arguments of each ``load_inline`` call by evaluating literal expressions
+(string constants, names bound to them at module level, ``+`` concatenation, lists, f-strings
+without fields). That lets the kernel-only compile mode build the CUDA source without executing
+the candidate. Not covered here: deliberate reward hacks (falling back to torch ops, stream
+tricks, caching outputs) — those need a deeper checker than this guard.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+_LOADERS = {"load_inline"}
+
+
+@dataclass(frozen=True)
+class InlineBuild:
+    """The statically known arguments of one ``load_inline`` call."""
+
+    name: str | None
+    cuda_sources: tuple[str, ...]
+    cpp_sources: tuple[str, ...]
+    functions: tuple[str, ...]
+    extra_cuda_cflags: tuple[str, ...]
+    resolved: bool  # False when some argument was not a literal expression
+
+
+@dataclass
+class GuardResult:
+    ok: bool
+    outcome: str = ""  # "parse_error" or "rejected" when not ok
+    reasons: list[str] = field(default_factory=list)
+    builds: list[InlineBuild] = field(default_factory=list)
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def _evaluate(node: ast.AST, names: dict[str, object]) -> object:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool, type(None))):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_evaluate(e, names) for e in node.elts]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _evaluate(node.left, names), _evaluate(node.right, names)
+        if type(left) is type(right) and isinstance(left, (str, list)):
+            return left + right
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values)  # type: ignore[attr-defined]
+    raise _Unresolved(ast.dump(node)[:80])
+
+
+def _module_constants(tree: ast.Module) -> dict[str, object]:
+    names: dict[str, object] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                names[stmt.targets[0].id] = _evaluate(stmt.value, names)
+            except _Unresolved:
+                names.pop(stmt.targets[0].id, None)
+    return names
+
+
+def _as_strings(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise _Unresolved("not a string or list of strings")
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def _extract_build(call: ast.Call, names: dict[str, object]) -> InlineBuild:
+    order = ["name", "cpp_sources", "cuda_sources", "functions"]
+    args: dict[str, ast.AST] = dict(zip(order, call.args))
+    args.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
+    values: dict[str, object] = {}
+    resolved = True
+    for key in ("name", "cpp_sources", "cuda_sources", "functions", "extra_cuda_cflags"):
+        if key not in args:
+            continue
+        try:
+            values[key] = _evaluate(args[key], names)
+        except _Unresolved:
+            resolved = False
+    try:
+        build = InlineBuild(
+            name=values.get("name") if isinstance(values.get("name"), str) else None,  # type: ignore[arg-type]
+            cuda_sources=_as_strings(values.get("cuda_sources")),
+            cpp_sources=_as_strings(values.get("cpp_sources")),
+            functions=_as_strings(values.get("functions")),
+            extra_cuda_cflags=_as_strings(values.get("extra_cuda_cflags")),
+            resolved=resolved,
+        )
+    except _Unresolved:
+        build = InlineBuild(None, (), (), (), (), resolved=False)
+    return build
+
+
+def inspect_source(source: str) -> GuardResult:
+    """Parse and screen a candidate; never executes it."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return GuardResult(False, "parse_error", [f"Python syntax error at line {exc.lineno}: {exc.msg}"])
+    except (ValueError, RecursionError) as exc:
+        return GuardResult(False, "parse_error", [f"source cannot be parsed: {exc}"])
+
+    defines_model = any(
+        (isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+        or (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in n.targets))
+        for n in tree.body
+    )
+    reasons: list[str] = []
+    if not defines_model:
+        reasons.append("no ModelNew: the candidate must define `class ModelNew(nn.Module)` at module level")
+
+    names = _module_constants(tree)
+    builds = [
+        _extract_build(node, names)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node) in _LOADERS
+    ]
+    string_constants = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    has_kernel_text = any("__global__" in s for s in string_constants)
+    if not builds:
+        reasons.append("no CUDA kernel: the candidate never calls torch.utils.cpp_extension.load_inline")
+    elif not has_kernel_text and all(b.resolved for b in builds):
+        reasons.append("no CUDA kernel: the load_inline sources define no __global__ function")
+    if reasons:
+        return GuardResult(False, "rejected", reasons, builds)
+    return GuardResult(True, builds=builds)

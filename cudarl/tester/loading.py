@@ -1,0 +1,91 @@
+"""Loading reference and candidate modules inside a child, and steering their ``load_inline``.
+
+Every ``load_inline`` call a candidate makes is redirected to a build directory owned by the
+tester (one per candidate hash and extension name), built for one architecture with the
+tester's flags, with the compiler's output (including ``ptxas -v``) on stdout. The compile
+child and the run child install the same hook, so the run child finds the extension already
+built and only loads it. In ``stub`` mode (no GPU, compile-only runs) nothing is built: the
+extension is replaced by an object whose functions raise, so that importing and constructing
+``ModelNew`` can still be checked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from cudarl import env
+
+
+class StubExtension:
+    """Stands in for an extension that compile-only mode did not build."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        def not_built(*_args, **_kwargs):
+            raise RuntimeError(f"extension {self._name!r} was not built (compile-only mode)")
+
+        return not_built
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "ext"
+
+
+def arch_list_entry(arch: str) -> str:
+    """'90' -> '9.0', '100a' -> '10.0a' (the form TORCH_CUDA_ARCH_LIST wants)."""
+    digits = arch.removeprefix("sm_")
+    suffix = digits[-1] if digits[-1].isalpha() else ""
+    number = digits.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return f"{number[:-1]}.{number[-1]}{suffix}"
+
+
+def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str],
+                             jobs: int, stub: bool) -> list[str]:
+    """Patch ``torch.utils.cpp_extension.load_inline``; returns the list the hook appends
+    extension names to (so the caller can report what was built)."""
+    from cudarl import _compat
+
+    cpp = _compat.import_cpp_extension()
+    os.environ[env.TORCH_CUDA_ARCH_LIST] = arch_list_entry(arch)
+    os.environ["MAX_JOBS"] = str(jobs)
+    original = cpp.load_inline
+    signature = inspect.signature(original)
+    built: list[str] = []
+
+    def load_inline(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        name = str(bound.arguments.get("name", "ext"))
+        built.append(name)
+        if stub:
+            return StubExtension(name)
+        directory = build_root / safe_name(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        bound.arguments["build_directory"] = str(directory)
+        bound.arguments["verbose"] = True
+        user_flags = list(bound.arguments.get("extra_cuda_cflags") or [])
+        bound.arguments["extra_cuda_cflags"] = [*cuda_cflags, "-Xptxas=-v", *user_flags]
+        includes = list(bound.arguments.get("extra_include_paths") or [])
+        bound.arguments["extra_include_paths"] = [*includes, *_compat.cuda_library_include_dirs()]
+        return original(*bound.args, **bound.kwargs)
+
+    cpp.load_inline = load_inline
+    return built
+
+
+def import_source(path: Path, module_name: str) -> ModuleType:
+    """Execute a source file as a fresh module (tracebacks show its real lines)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,199 @@
+"""Run a cudarl child entry point in a process that can be killed, with limits, and collect
+what it reports.
+
+The parent side only: start the child in a new session (so its whole process group, compilers
+included, dies together), hand it a job over stdin (never argv or the environment, which the
+candidate could read back), watch wall time and resident memory, keep bounded heads of stdout and
+stderr, and read JSON-line messages from a private pipe. The child side applies its own limits
+(``cudarl.tester.isolation``) before any candidate code runs.
+
+Not covered: a candidate that forges messages on the result pipe or escapes the process group
+with setsid/double fork is out of scope here; candidates run with the harness in one process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from cudarl import env
+
+_POLL_S = 0.05
+_MAX_MESSAGE_BYTES = 8 << 20
+
+
+@dataclass
+class ChildLimits:
+    """Limits for one child; the child enforces the file-size and network ones itself."""
+
+    timeout_s: float
+    memory_limit_mb: int
+    file_size_limit_mb: int = 64
+    output_limit_bytes: int = 16 << 10
+    isolate_network: bool = True
+
+
+@dataclass
+class ChildOutcome:
+    exit_code: int | None
+    signal_name: str | None
+    timed_out: bool
+    memory_exceeded: bool
+    wall_s: float
+    stdout: str
+    stderr: str
+    output_truncated: bool
+    messages: list[dict] = field(default_factory=list)
+
+    def last(self, event: str) -> dict | None:
+        """The last message of one kind (e.g. ``result``), if the child sent it."""
+        for message in reversed(self.messages):
+            if message.get("event") == event:
+                return message
+        return None
+
+    @property
+    def network_isolated(self) -> bool:
+        hello = self.last("hello")
+        return bool(hello and hello.get("network_isolated"))
+
+
+class _BoundedReader(threading.Thread):
+    """Drains a pipe so the child never blocks on a full pipe, keeping only the first bytes."""
+
+    def __init__(self, stream, limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit = stream, limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := self.stream.read1(65536):
+                room = self.limit - len(self.kept)
+                if room > 0:
+                    self.kept += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        body = self.kept.decode(errors="replace")
+        return body + (f"\n[... {self.dropped} more bytes dropped]" if self.dropped else "")
+
+
+class _MessageReader(threading.Thread):
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.messages: list[dict] = []
+
+    def run(self) -> None:
+        total = 0
+        with os.fdopen(self.fd, "rb") as stream:
+            for line in stream:
+                total += len(line)
+                if total > _MAX_MESSAGE_BYTES:
+                    continue  # keep draining; ignore the flood
+                try:
+                    message = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue
+                if isinstance(message, dict):
+                    self.messages.append(message)
+
+
+def _group_rss_bytes(root: psutil.Process) -> int:
+    total = 0
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None) -> ChildOutcome:
+    """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults."""
+    read_fd, write_fd = os.pipe()
+    pythonpath = os.pathsep.join(p for p in (_package_root(), env.get(env.PYTHONPATH)) if p)
+    job = {**job, "limits": {
+        "file_size_limit_mb": limits.file_size_limit_mb,
+        "isolate_network": limits.isolate_network,
+    }}
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "--result-fd", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(write_fd,), start_new_session=True, cwd=cwd,
+            env=env.child_environment({env.PYTHONPATH: pythonpath}),
+        )
+    finally:
+        os.close(write_fd)
+    readers = [_BoundedReader(process.stdout, limits.output_limit_bytes),
+               _BoundedReader(process.stderr, limits.output_limit_bytes)]
+    messages = _MessageReader(read_fd)
+    for thread in (*readers, messages):
+        thread.start()
+    try:
+        process.stdin.write(json.dumps(job).encode())
+        process.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the child died before reading its job; its exit status tells why
+
+    timed_out = memory_exceeded = False
+    watched = psutil.Process(process.pid)
+    limit_bytes = limits.memory_limit_mb << 20
+    while process.poll() is None:
+        if time.monotonic() - started > limits.timeout_s:
+            timed_out = True
+            break
+        if _group_rss_bytes(watched) > limit_bytes:
+            memory_exceeded = True
+            break
+        time.sleep(_POLL_S)
+    _kill_group(process)  # also reaps compilers or helpers the child left behind
+    process.wait()
+    wall = time.monotonic() - started
+    for thread in (*readers, messages):
+        thread.join(timeout=5)
+    code = process.returncode
+    signal_name = signal.Signals(-code).name if code is not None and code < 0 else None
+    if timed_out or memory_exceeded:
+        signal_name = "SIGKILL"
+    return ChildOutcome(
+        exit_code=None if code is None or code < 0 else code,
+        signal_name=signal_name,
+        timed_out=timed_out,
+        memory_exceeded=memory_exceeded,
+        wall_s=wall,
+        stdout=readers[0].text(),
+        stderr=readers[1].text(),
+        output_truncated=any(r.dropped for r in readers),
+        messages=list(messages.messages),
+    )

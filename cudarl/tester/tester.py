@@ -1,0 +1,171 @@
+"""The tester: guard, compile, run in a sandbox, check, time — one ``Verdict`` per candidate.
+
+Plain library code (no Ray); the pool actors wrap it. Every candidate runs in a fresh child
+process, so a crash, a hang or a CUDA error costs that candidate and nothing else. Without a GPU
+the pipeline stops after compiling and loading, and the verdict says which stages were skipped.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from cudarl import env
+from cudarl.config import TesterConfig
+from cudarl.tasks.task import Task
+from cudarl.tester.candidate import Candidate
+from cudarl.tester.compile import (CompileCache, CompileOutcome, KernelModeUnsupported, compile_extension,
+                                   compile_kernels, cuda_cflags)
+from cudarl.tester.guard import inspect_source
+from cudarl.tester.sandbox import ChildLimits, ChildOutcome, run_child
+from cudarl.tester.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
+from cudarl.tester.verdict import CorrectnessReport, Outcome, SandboxReport, Stage, TimingReport, Verdict
+
+_NO_GPU = "no CUDA GPU on this machine"
+
+
+def _where(child: ChildOutcome) -> str:
+    last = child.last("stage")
+    if not last:
+        return "before the child reported any stage"
+    detail = f" trial {last['trial']}" if "trial" in last else (f" ({last['model']})" if "model" in last else "")
+    return f"during {last['stage']}{detail}"
+
+
+def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
+    """Wall time per stage from the child's timestamped stage messages."""
+    marks = [(m["stage"], m["t"]) for m in child.messages if m.get("event") in ("stage", "result") and "t" in m]
+    seconds: dict[str, float] = {}
+    for (stage, start), (_, end) in zip(marks, marks[1:]):
+        seconds[stage] = seconds.get(stage, 0.0) + max(0.0, end - start)
+    return seconds
+
+
+class Tester:
+    """Judges candidates against tasks. Safe to call from several threads (builds are locked)."""
+
+    def __init__(self, config: TesterConfig | None = None, cache_root: Path | None = None) -> None:
+        self.config = config or TesterConfig()
+        root = cache_root or self.config.compile.cache_dir or env.cache_dir()
+        self.cache = CompileCache(Path(root) / "compile")
+        self.scratch = Path(root) / "runs"
+        self.has_gpu = gpu_available()
+        self.arch = resolve_arch(self.config.compile.arch, self.config.compile.fallback_arch)
+        mode = self.config.compile.mode
+        self.mode = ("extension" if self.has_gpu else "kernel") if mode == "auto" else mode
+
+    @property
+    def toolchain(self) -> Toolchain:
+        return detect_toolchain()
+
+    def evaluate(self, task: Task, candidate: Candidate) -> Verdict:
+        """Run every stage this machine can run; never raises for a candidate's faults."""
+        verdict = Verdict(task_id=task.id, candidate_id=candidate.id, candidate_hash=candidate.source_hash,
+                          stage=Stage.GUARD, outcome=Outcome.HARNESS_ERROR)
+        started = time.monotonic()
+        guard = inspect_source(candidate.source)
+        verdict.stage_seconds["guard"] = time.monotonic() - started
+        if not guard.ok:
+            verdict.outcome = Outcome(guard.outcome)
+            verdict.reasons = guard.reasons
+            return verdict
+
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.scratch))
+        try:
+            (workdir / "candidate.py").write_text(candidate.source)
+            (workdir / "reference.py").write_text(task.source)
+            verdict.stage = Stage.COMPILE
+            compiled = self._compile(candidate, guard.builds, workdir, verdict)
+            if compiled is None or not compiled.ok:
+                return verdict
+            verdict.stage = Stage.LOAD
+            self._run(task, compiled, workdir, verdict)
+            return verdict
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _compile(self, candidate: Candidate, builds, workdir: Path, verdict: Verdict) -> CompileOutcome | None:
+        config = self.config.compile
+        key = self.cache.key(candidate.source, self.mode, self.arch, cuda_cflags(config), self.toolchain)
+        started = time.monotonic()
+        with self.cache.locked(key):
+            outcome = self.cache.lookup(key)
+            if outcome is None:
+                try:
+                    if self.mode == "kernel":
+                        outcome = compile_kernels(builds, self.arch, config, self.toolchain,
+                                                  self.cache.entry(key) / "kernel", key)
+                    else:
+                        self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
+                        outcome = compile_extension(workdir / "candidate.py", self.cache.build_root(key),
+                                                    self.arch, config, self.config.sandbox, key)
+                except KernelModeUnsupported as exc:
+                    verdict.skipped.append(f"compile: {exc}")
+                    verdict.outcome = Outcome.COMPILED
+                    verdict.reasons = [str(exc)]
+                    return None
+                self.cache.store(key, outcome)
+        verdict.stage_seconds["compile"] = time.monotonic() - started
+        verdict.compile = outcome.report
+        if not outcome.ok:
+            verdict.outcome = Outcome.COMPILE_TIMEOUT if outcome.timed_out else Outcome.COMPILE_ERROR
+            verdict.reasons = [outcome.report.errors or "the build failed without compiler output"]
+        return outcome
+
+    def _run(self, task: Task, compiled: CompileOutcome, workdir: Path, verdict: Verdict) -> None:
+        sandbox = self.config.sandbox
+        atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
+        job = {
+            "kind": "evaluate", "task_path": str(workdir / "reference.py"),
+            "candidate_path": str(workdir / "candidate.py"),
+            "build_root": str(self.cache.build_root(compiled.report.cache_key)),
+            "arch": self.arch, "cuda_cflags": cuda_cflags(self.config.compile), "jobs": self.config.compile.jobs,
+            "seed": secrets.randbits(63), "trials": max(1, self.config.correctness.trials),
+            "atol": atol, "rtol": rtol, "gpu_memory_fraction": sandbox.gpu_memory_fraction,
+            "timing": self.config.timing.model_dump(),
+        }
+        limits = ChildLimits(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
+                             file_size_limit_mb=sandbox.file_size_limit_mb,
+                             output_limit_bytes=sandbox.output_limit_kb << 10,
+                             isolate_network=sandbox.isolate_network)
+        child = run_child("cudarl.tester.child", job, limits, cwd=workdir)
+        verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
+                                        network_isolated=child.network_isolated, stdout=child.stdout,
+                                        stderr=child.stderr, output_truncated=child.output_truncated)
+        verdict.stage_seconds.update(_stage_seconds(child))
+        verdict.stage_seconds["run"] = child.wall_s
+        result = child.last("result")
+        last_stage = child.last("stage")
+        if last_stage:
+            verdict.stage = Stage(last_stage["stage"])
+        if child.timed_out:
+            verdict.outcome = Outcome.TIMEOUT
+            verdict.reasons = [f"killed after {sandbox.timeout_s:.0f} s wall-clock {_where(child)}"]
+        elif child.memory_exceeded:
+            verdict.outcome = Outcome.MEMORY_LIMIT
+            verdict.reasons = [f"host memory above {sandbox.memory_limit_mb} MB {_where(child)}; killed"]
+        elif result is None:
+            verdict.outcome = Outcome.CRASHED
+            how = f"was killed by {child.signal_name}" if child.signal_name else f"exited with code {child.exit_code}"
+            tail = child.stderr.strip().splitlines()[-5:]
+            verdict.reasons = [f"the candidate's process {how} {_where(child)} without reporting a result"
+                               + ("\n" + "\n".join(tail) if tail else "")]
+        else:
+            self._apply_result(result, verdict)
+        if result is not None and result.get("outcome") == "loaded":
+            verdict.skipped += [f"correctness: {_NO_GPU}", f"timing: {_NO_GPU}"]
+
+    @staticmethod
+    def _apply_result(result: dict, verdict: Verdict) -> None:
+        name = result["outcome"]
+        verdict.outcome = Outcome.COMPILED if name == "loaded" else Outcome(name)
+        verdict.stage = Stage(result["stage"])
+        verdict.reasons = list(result.get("reasons", []))
+        if result.get("correctness"):
+            verdict.correctness = CorrectnessReport.model_validate(result["correctness"])
+        if result.get("timing"):
+            verdict.timing = TimingReport.model_validate(result["timing"])

@@ -1,0 +1,143 @@
+"""The verdict: one typed, JSON-serializable record of everything the tester found.
+
+Every reward, dataset filter and served answer is computed from verdicts, so a verdict says
+which stage was reached, what happened there, every figure measured, and why a candidate was
+rejected (``reasons``; never empty when the outcome is not a pass).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Stage(str, Enum):
+    """Pipeline stages in order; ``Verdict.stage`` is the last one entered."""
+
+    GUARD = "guard"
+    COMPILE = "compile"
+    LOAD = "load"
+    CORRECTNESS = "correctness"
+    TIMING = "timing"
+    DONE = "done"
+
+
+class Outcome(str, Enum):
+    """What happened. Only ``PASSED`` (and ``CORRECT`` when timing is off) are correct."""
+
+    PASSED = "passed"  # correct and timed
+    CORRECT = "correct"  # correct, timing disabled
+    COMPILED = "compiled"  # stages 1-2 only (no GPU here)
+    REJECTED = "rejected"  # the static guard refused it
+    PARSE_ERROR = "parse_error"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    LOAD_ERROR = "load_error"  # import or construction of ModelNew failed
+    RUNTIME_ERROR = "runtime_error"  # a Python exception in forward
+    CUDA_ERROR = "cuda_error"  # a CUDA error (illegal access, launch failure, ...)
+    CRASHED = "crashed"  # the child died (signal, os._exit) without a verdict
+    TIMEOUT = "timeout"  # the child ran past its wall-clock limit and was killed
+    MEMORY_LIMIT = "memory_limit"  # host or GPU memory limit exceeded
+    INCORRECT = "incorrect"
+    HARNESS_ERROR = "harness_error"  # the tester itself failed (not the candidate's fault)
+
+
+class KernelResources(BaseModel):
+    """One kernel's compiler resource report (from ``ptxas -v``)."""
+
+    name: str
+    mangled_name: str
+    arch: str
+    registers: int = 0
+    shared_memory_bytes: int = 0
+    stack_frame_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    barriers: int = 0
+
+
+class CompileReport(BaseModel):
+    mode: str
+    arch: str
+    cache_key: str
+    cached: bool
+    seconds: float
+    kernels: list[KernelResources] = Field(default_factory=list)
+    errors: str = ""  # trimmed, readable compiler errors (empty on success)
+
+
+class TrialFailure(BaseModel):
+    trial: int
+    reason: str
+
+
+class CorrectnessReport(BaseModel):
+    trials_run: int = 0
+    trials_passed: int = 0
+    atol: float
+    rtol: float
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    first_failure: TrialFailure | None = None
+
+
+class TimingStats(BaseModel):
+    """Milliseconds per call; ``rse`` is the relative standard error of the mean."""
+
+    median_ms: float
+    mean_ms: float
+    stdev_ms: float
+    min_ms: float
+    count: int
+    rse: float
+
+
+class TimingReport(BaseModel):
+    candidate: TimingStats
+    reference: TimingStats
+    speedup: float  # reference median / candidate median
+    l2_flush_bytes: int
+    device: str
+
+
+class SandboxReport(BaseModel):
+    exit_code: int | None = None
+    signal: str | None = None
+    wall_s: float = 0.0
+    network_isolated: bool = False
+    stdout: str = ""
+    stderr: str = ""
+    output_truncated: bool = False
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(use_enum_values=False)
+
+    task_id: str
+    candidate_id: str
+    candidate_hash: str
+    stage: Stage
+    outcome: Outcome
+    reasons: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # stages not run, and why
+    compile: CompileReport | None = None
+    correctness: CorrectnessReport | None = None
+    timing: TimingReport | None = None
+    sandbox: SandboxReport | None = None
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome in (Outcome.PASSED, Outcome.CORRECT)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.timing.speedup if self.timing else None
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> "Verdict":
+        return cls.model_validate_json(text)
