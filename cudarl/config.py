@@ -23,7 +23,7 @@ class CompileConfig(_Section):
     """How candidates are built. ``extension``: the full ``load_inline`` build (needs a CUDA
     build of torch; this is what runs on the GPU). ``kernel``: only the CUDA source, to a cubin
     with ``nvcc`` (fast, works with any torch; catches compile errors and gives the resource
-    report, but nothing can run). ``auto``: extension when torch has CUDA, else kernel."""
+    report, but nothing can run). ``auto``: extension when a GPU is present, else kernel."""
 
     arch: str | None = None
     """Target architecture, e.g. ``"90"`` for sm_90. None: the GPU's own, or ``fallback_arch``
@@ -139,3 +139,28 @@ def load_config(path: Path | str | None = None) -> CudarlConfig:
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"{path}: {problems}") from exc
+
+
+def describe_defaults(config: BaseModel, prefix: str = "") -> str:
+    """The config as commented TOML: every setting, its default and its docstring."""
+    scalars, sections = [], []
+    for name, field in type(config).model_fields.items():
+        value = getattr(config, name)
+        if isinstance(value, BaseModel):
+            sections.append(describe_defaults(value, f"{prefix}{name}."))
+            continue
+        doc = " ".join((field.description or "").split())
+        shown = "# (unset)" if value is None else _toml_value(value)
+        scalars.append(f"# {doc}\n{name} = {shown}" if value is not None else f"# {doc}\n# {name} = (unset)")
+    header = [f"[{prefix.rstrip('.')}]"] if prefix and scalars else []
+    return "\n\n".join(["\n".join(header + scalars)] * bool(scalars) + sections).strip()
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

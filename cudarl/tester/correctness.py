@@ -97,7 +97,8 @@ def compare_tensors(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
 
 def compare_outputs(out: object, ref: object, atol: float, rtol: float) -> Comparison:
     """Compare whole outputs (a tensor or a tuple/list of tensors)."""
-    if _structure(out) != _structure(ref):
+    nested = isinstance(out, (tuple, list)) or isinstance(ref, (tuple, list))
+    if nested and _structure(out) != _structure(ref):
         return Comparison(False, f"output structure {_structure(out)} differs from the reference's {_structure(ref)}")
     worst = Comparison(True)
     for (where, o), (_, r) in zip(_flatten(out), _flatten(ref)):

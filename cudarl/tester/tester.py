@@ -11,6 +11,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from cudarl import env
@@ -44,8 +45,20 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
     return seconds
 
 
+@dataclass
+class Prepared:
+    """A candidate after stages 1-2: the verdict so far and, if it compiled, where it lives."""
+
+    task: Task
+    verdict: Verdict
+    compiled: CompileOutcome | None
+    workdir: Path | None
+
+
 class Tester:
     """Judges candidates against tasks. Safe to call from several threads (builds are locked)."""
+
+    __test__ = False  # not a pytest test class, despite the name
 
     def __init__(self, config: TesterConfig | None = None, cache_root: Path | None = None) -> None:
         self.config = config or TesterConfig()
@@ -63,6 +76,11 @@ class Tester:
 
     def evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         """Run every stage this machine can run; never raises for a candidate's faults."""
+        return self.run(self.prepare(task, candidate))
+
+    def prepare(self, task: Task, candidate: Candidate) -> "Prepared":
+        """Stages 1-2 (guard and compile). Thread-safe; callers may build many at once, then
+        ``run`` them one at a time so that timings do not disturb each other."""
         verdict = Verdict(task_id=task.id, candidate_id=candidate.id, candidate_hash=candidate.source_hash,
                           stage=Stage.GUARD, outcome=Outcome.HARNESS_ERROR)
         started = time.monotonic()
@@ -71,22 +89,32 @@ class Tester:
         if not guard.ok:
             verdict.outcome = Outcome(guard.outcome)
             verdict.reasons = guard.reasons
-            return verdict
-
+            return Prepared(task, verdict, None, None)
         self.scratch.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.scratch))
+        (workdir / "candidate.py").write_text(candidate.source)
+        (workdir / "reference.py").write_text(task.source)
+        verdict.stage = Stage.COMPILE
         try:
-            (workdir / "candidate.py").write_text(candidate.source)
-            (workdir / "reference.py").write_text(task.source)
-            verdict.stage = Stage.COMPILE
             compiled = self._compile(candidate, guard.builds, workdir, verdict)
-            if compiled is None or not compiled.ok:
-                return verdict
-            verdict.stage = Stage.LOAD
-            self._run(task, compiled, workdir, verdict)
-            return verdict
-        finally:
+        except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        if compiled is None or not compiled.ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+            return Prepared(task, verdict, None, None)
+        return Prepared(task, verdict, compiled, workdir)
+
+    def run(self, prepared: "Prepared") -> Verdict:
+        """Stages 3-5 in a sandboxed child, for a candidate that compiled."""
+        if prepared.compiled is None or prepared.workdir is None:
+            return prepared.verdict
+        try:
+            prepared.verdict.stage = Stage.LOAD
+            self._run(prepared.task, prepared.compiled, prepared.workdir, prepared.verdict)
+            return prepared.verdict
+        finally:
+            shutil.rmtree(prepared.workdir, ignore_errors=True)
 
     def _compile(self, candidate: Candidate, builds, workdir: Path, verdict: Verdict) -> CompileOutcome | None:
         config = self.config.compile

@@ -1,0 +1,95 @@
+"""The ``cudarl`` command. Thin: parses arguments and config, imports heavy modules late."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cudarl.config import ConfigError, load_config
+    from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
+    from cudarl.report_table import verdict_table
+    from cudarl.tasks import TaskError, load_tasks
+    from cudarl.tester import Tester, load_candidates
+    from cudarl.tester.candidate import CandidateError
+    from cudarl.tester.toolchain import ToolchainError
+
+    console = Console(stderr=True)
+    try:
+        config = load_config(args.config)
+        if args.compile_mode:
+            config = config.model_copy(update={"tester": config.tester.model_copy(update={
+                "compile": config.tester.compile.model_copy(update={"mode": args.compile_mode})})})
+        tasks = load_tasks(args.tasks)
+        candidates = load_candidates(args.candidates)
+        tester = Tester(config.tester)
+        _ = tester.toolchain
+    except (ConfigError, TaskError, CandidateError, ToolchainError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    pairs, unknown = pair_candidates(tasks, candidates)
+    for task_id in unknown:
+        console.print(f"[yellow]warning:[/yellow] candidates for unknown task {task_id!r} are skipped")
+    if not pairs:
+        console.print("[red]error:[/red] no candidate matches any task")
+        return 2
+    console.print(f"{len(pairs)} candidate(s), {len(tasks)} task(s); compile mode {tester.mode}, "
+                  f"arch sm_{tester.arch}; GPU: {'yes' if tester.has_gpu else 'no'}")
+    if not tester.has_gpu:
+        console.print("[yellow]No CUDA GPU here: running guard, compile and load only; "
+                      "correctness and timing are skipped.[/yellow]")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        building = progress.add_task("compile", total=len(pairs))
+        running = progress.add_task("run", total=len(pairs))
+
+        def advance(phase: str, _verdict) -> None:
+            progress.advance(building if phase == "compile" else running)
+
+        verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
+    Console().print(verdict_table(verdicts))
+    report = build_report(tester, verdicts)
+    write_report(report, Path(args.out))
+    console.print(f"summary: {report['summary']}; report written to {args.out}")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    from cudarl.config import CudarlConfig, describe_defaults
+
+    print(describe_defaults(CudarlConfig()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudarl", description="Train and evaluate CUDA-kernel agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    evaluate = commands.add_parser("eval", help="judge candidates against tasks and write a JSON report")
+    evaluate.add_argument("tasks", nargs="?", default=str(EXAMPLES / "tasks"),
+                          help="folder of KernelBench files or a .jsonl file (default: the built-in examples)")
+    evaluate.add_argument("candidates", nargs="?", default=str(EXAMPLES / "candidates"),
+                          help="folder (<task>.py or <task>/<name>.py) or .jsonl (default: the built-in examples)")
+    evaluate.add_argument("--config", help="TOML config file (see `cudarl config`)")
+    evaluate.add_argument("--out", default="cudarl-report.json", help="where to write the JSON report")
+    evaluate.add_argument("--compile-mode", choices=["auto", "extension", "kernel"], help="override tester.compile.mode")
+    evaluate.add_argument("--build-workers", type=int, default=2, help="candidates built at once")
+    evaluate.set_defaults(handler=_eval)
+    show = commands.add_parser("config", help="print every setting with its default and meaning")
+    show.set_defaults(handler=_config)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

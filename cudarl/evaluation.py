@@ -1,0 +1,68 @@
+"""Batch evaluation: many candidates against their tasks, with a JSON report.
+
+Builds run in parallel threads (each build is its own process group); runs go one at a time,
+so that one candidate's timing never shares the GPU with another's. The report is written
+atomically: a killed run leaves the previous report, never half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from cudarl.tasks.task import Task
+from cudarl.tester.candidate import Candidate
+from cudarl.tester.tester import Tester
+from cudarl.tester.verdict import Verdict
+
+Progress = Callable[[str, Verdict | None], None]
+
+
+def pair_candidates(tasks: list[Task], candidates: list[Candidate]) -> tuple[list[tuple[Task, Candidate]], list[str]]:
+    """Match candidates to tasks by id; returns the pairs and the ids of unmatched candidates."""
+    by_id = {t.id: t for t in tasks}
+    pairs = [(by_id[c.task_id], c) for c in candidates if c.task_id in by_id]
+    unknown = sorted({c.task_id for c in candidates if c.task_id not in by_id})
+    return pairs, unknown
+
+
+def evaluate_all(tester: Tester, pairs: list[tuple[Task, Candidate]], build_workers: int = 2,
+                 progress: Progress | None = None) -> list[Verdict]:
+    """Judge every pair; ``progress`` is called with a phase name after each step."""
+    notify = progress or (lambda _phase, _verdict: None)
+    with ThreadPoolExecutor(max_workers=max(1, build_workers)) as pool:
+        futures = [pool.submit(tester.prepare, task, candidate) for task, candidate in pairs]
+        prepared = []
+        for future in futures:
+            prepared.append(future.result())
+            notify("compile", None)
+    verdicts = []
+    for item in prepared:
+        verdict = tester.run(item)
+        verdicts.append(verdict)
+        notify("run", verdict)
+    return verdicts
+
+
+def build_report(tester: Tester, verdicts: list[Verdict]) -> dict:
+    toolchain = tester.toolchain
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"host": platform.node(), "gpu": tester.has_gpu, "arch": f"sm_{tester.arch}",
+                    "compile_mode": tester.mode, "nvcc": toolchain.nvcc_version, "torch": toolchain.torch_version},
+        "summary": dict(Counter(v.outcome.value for v in verdicts)),
+        "verdicts": [v.model_dump(mode="json") for v in verdicts],
+    }
+
+
+def write_report(report: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(report, indent=2))
+    temporary.replace(path)

@@ -1,0 +1,34 @@
+"""The human-readable table of verdicts that ``cudarl eval`` prints."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from cudarl.tester.verdict import Verdict
+
+
+def _first_line(text: str, width: int = 70) -> str:
+    line = next((l for l in text.splitlines() if l.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def verdict_table(verdicts: list[Verdict]) -> Table:
+    table = Table(title="cudarl eval")
+    for column in ("candidate", "outcome", "stage", "compile s", "regs (max)", "max abs err",
+                   "cand ms", "ref ms", "speedup", "reason / skipped"):
+        table.add_column(column, overflow="fold")
+    for v in verdicts:
+        colour = "green" if v.correct or v.outcome.value == "compiled" else "red"
+        regs = max((k.registers for k in v.compile.kernels), default=None) if v.compile else None
+        note = _first_line(v.reasons[0]) if v.reasons else ("; ".join(v.skipped) if v.skipped else "")
+        table.add_row(
+            v.candidate_id, f"[{colour}]{v.outcome.value}[/{colour}]", v.stage.value,
+            f"{v.compile.seconds:.1f}{' (cached)' if v.compile.cached else ''}" if v.compile else "-",
+            str(regs) if regs is not None else "-",
+            f"{v.correctness.max_abs_error:.2e}" if v.correctness and v.correctness.trials_run else "-",
+            f"{v.timing.candidate.median_ms:.4f}" if v.timing else "-",
+            f"{v.timing.reference.median_ms:.4f}" if v.timing else "-",
+            f"{v.timing.speedup:.2f}x" if v.timing else "-",
+            note,
+        )
+    return table

@@ -1,0 +1,86 @@
+"""Stage 2 with the real nvcc: kernel-mode builds of real candidates, readable errors, resource
+reports, and the content-hash cache."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cudarl.tasks import load_tasks
+from cudarl.tester import Candidate, Outcome, Stage, Tester
+from tests.conftest import EXAMPLES, FIXTURES, make_tester_config
+from tests.fixtures.tiny import TASK, candidate
+
+
+@pytest.fixture(scope="module")
+def tester(cache_root) -> Tester:
+    return Tester(make_tester_config(compile={"mode": "kernel"}), cache_root=cache_root)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {t.id: t for t in load_tasks(EXAMPLES / "tasks")}
+
+
+def test_example_candidate_compiles_with_a_resource_report(tester, tasks):
+    source = (EXAMPLES / "candidates" / "vector_add" / "honest.py").read_text()
+    prepared = tester.prepare(tasks["vector_add"], Candidate(task_id="vector_add", id="honest", source=source))
+    verdict = prepared.verdict
+    assert prepared.compiled is not None and prepared.compiled.ok, verdict.reasons
+    report = verdict.compile
+    assert report.mode == "kernel" and report.arch == "sm_90" and report.kernels
+    assert all(k.registers > 0 and k.arch == "sm_90" for k in report.kernels)
+    assert all("(" in k.name for k in report.kernels)  # demangled signatures
+    tester.run(prepared)  # cleans the work folder
+
+
+def test_compile_error_comes_back_trimmed_and_readable(tester, tasks):
+    source = (FIXTURES / "candidates" / "vector_add" / "compile_error.py").read_text()
+    verdict = tester.evaluate(tasks["vector_add"], Candidate(task_id="vector_add", id="bad", source=source))
+    assert verdict.outcome == Outcome.COMPILE_ERROR and verdict.stage == Stage.COMPILE
+    errors = verdict.reasons[0]
+    assert "error" in errors and "is undefined" in errors
+    assert "/tmp/" not in errors and "[1/" not in errors  # no build paths, no ninja noise
+    assert len(errors.splitlines()) <= 41
+
+
+def test_same_source_is_never_built_twice(tester):
+    from cudarl.tasks import Task
+
+    task = Task(id="add", source=TASK)
+    source = candidate("# cache probe")
+    first = tester.prepare(task, Candidate(task_id="add", id="a", source=source))
+    started = time.monotonic()
+    second = tester.prepare(task, Candidate(task_id="add", id="b", source=source))
+    assert not first.verdict.compile.cached and second.verdict.compile.cached
+    assert second.verdict.compile.cache_key == first.verdict.compile.cache_key
+    assert time.monotonic() - started < 1.0
+    changed = tester.prepare(task, Candidate(task_id="add", id="c", source=source + "\n# edit"))
+    assert not changed.verdict.compile.cached
+    for prepared in (first, second, changed):
+        tester.run(prepared)
+
+
+def test_guard_failures_never_reach_the_compiler(tester, tasks):
+    for name, outcome in [("syntax_error", Outcome.PARSE_ERROR), ("no_modelnew", Outcome.REJECTED),
+                          ("no_cuda", Outcome.REJECTED)]:
+        source = (FIXTURES / "candidates" / "vector_add" / f"{name}.py").read_text()
+        verdict = tester.evaluate(tasks["vector_add"], Candidate(task_id="vector_add", id=name, source=source))
+        assert verdict.outcome == outcome and verdict.stage == Stage.GUARD and verdict.compile is None
+        assert verdict.reasons
+
+
+@pytest.mark.slow
+def test_full_extension_build_without_a_gpu(cache_root):
+    """The real ``load_inline`` build (needs a CUDA build of torch, not a GPU)."""
+    import torch
+
+    if torch.version.cuda is None:
+        pytest.skip("a full extension build needs a CUDA build of torch; this torch is CPU-only")
+    from cudarl.tasks import Task
+
+    tester = Tester(make_tester_config(compile={"mode": "extension"}), cache_root=cache_root)
+    verdict = tester.evaluate(Task(id="add", source=TASK), Candidate(task_id="add", id="ext", source=candidate()))
+    assert verdict.compile.mode == "extension" and verdict.compile.kernels, verdict.reasons
+    assert verdict.outcome == Outcome.COMPILED, verdict.reasons
