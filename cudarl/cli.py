@@ -21,7 +21,7 @@ def _eval(args: argparse.Namespace) -> int:
     from cudarl.tester.candidate import CandidateError
     from cudarl.tester.toolchain import ToolchainError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         config = load_config(args.config)
         if args.compile_mode:
@@ -54,7 +54,7 @@ def _eval(args: argparse.Namespace) -> int:
             progress.advance(building if phase == "compile" else running)
 
         verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
-    Console().print(verdict_table(verdicts))
+    Console(width=None if sys.stdout.isatty() else 180).print(verdict_table(verdicts))
     report = build_report(tester, verdicts)
     write_report(report, Path(args.out))
     console.print(f"summary: {report['summary']}; report written to {args.out}")
