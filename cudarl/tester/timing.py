@@ -2,7 +2,7 @@
 
 Per timed call: flush L2 (write a buffer twice the L2 size), synchronize, record the start
 event, call, synchronize the whole device (so work the candidate put on other streams counts),
-record the end event. Warm-up runs come first; runs repeat until the relative standard error of
+record the end event. Warm-up runs come first (by count and by time, so clocks ramp up); runs repeat until the relative standard error of
 the mean is under the target or the time budget is spent. The reference is timed the same way
 in the same process, so the speedup is a ratio of two live measurements.
 """
@@ -44,8 +44,13 @@ def time_callable(call: Callable[[], object], flush: torch.Tensor, config: Timin
     """Time ``call`` (which runs the model on fixed inputs); ``on_output`` sees the last output."""
     device = flush.device
     output = None
-    for _ in range(config.warmup_runs):
+    warm_until = time.monotonic() + config.warmup_s
+    runs = 0
+    while runs < config.warmup_runs or time.monotonic() < warm_until:
         output = call()
+        runs += 1
+        if runs % 8 == 0:
+            torch.cuda.synchronize(device)  # keep the host from queueing far ahead of the GPU
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples: list[float] = []
