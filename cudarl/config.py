@@ -88,10 +88,11 @@ class TimingConfig(_Section):
     warmup_runs: int = 5
     """Fewest untimed runs before measuring (module load, autotuning, allocator growth)."""
 
-    warmup_s: float = 0.3
-    """Warm-up also lasts at least this long: an idle GPU's clocks take a while to ramp up, and
-    a fresh process finds the GPU idle. Measured: with 5 runs (~1 ms) of warm-up, medians of one
-    kernel in five fresh processes differed by 18%."""
+    warmup_s: float = 1.0
+    """Warm-up also lasts at least this long: a fresh process finds the GPU idle and its state
+    takes a while to settle. Measured on an H200 (benchmarks/timing_stability.py): a 0.37 ms
+    matmul's median spread across five fresh processes was 7% after 0.3 s of warm-up and 0.5%
+    after 1 s."""
 
     min_runs: int = 20
     """Fewest timed runs before the spread may end the measurement."""

@@ -91,6 +91,7 @@ class TimingStats(BaseModel):
     min_ms: float
     count: int
     rse: float
+    off_stream_runs: int = 0  # runs whose work outlasted the stream (charged device time)
 
 
 class TimingReport(BaseModel):
