@@ -1,7 +1,7 @@
 """Timing a model on the GPU the way a candidate cannot game.
 
-Per timed call: flush L2 (write a buffer twice the L2 size), synchronize, record the start
-event, call, record an end event on the stream, synchronize the whole device, record a second
+Per timed call: synchronize, flush L2 (write a buffer twice the L2 size), queue a short spin
+kernel (so the host's launch latency is hidden, not timed), record the start event, call, record an end event on the stream, synchronize the whole device, record a second
 end event. A run counts the stream time unless the device-wide end came later than host
 latency explains (work left on other streams): then it counts the device time. Measured on an
 H200 (benchmarks/timing_stability.py): charging every run the device-synchronized time added a
@@ -20,10 +20,12 @@ from typing import Callable
 
 import torch
 
+from cudarl import _compat
 from cudarl.config import TimingConfig
 from cudarl.tester.verdict import TimingStats
 
 _FALLBACK_L2_BYTES = 64 << 20
+_LAUNCH_COVER_CYCLES = 200_000  # about 100 us at 2 GHz
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -51,8 +53,9 @@ def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tu
     the synchronize (10-20 us, varying by process); device time includes any work the call left
     on other streams."""
     start, end_stream, end_device = events
-    flush.fill_(1)
     torch.cuda.synchronize(flush.device)
+    flush.fill_(1)
+    _compat.gpu_busy_wait(_LAUNCH_COVER_CYCLES)  # the GPU is busy while the host launches the call
     start.record()
     output = call()
     end_stream.record()
