@@ -4,7 +4,6 @@ third-party code.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -46,7 +45,7 @@ def apply_cuda_home() -> Path | None:
     """Set CUDA_HOME for torch's builder (in this process) to the resolved toolkit root."""
     root = cuda_home()
     if root is not None:
-        os.environ[env.CUDA_HOME] = str(root)
+        env.set_for_children(env.CUDA_HOME, str(root))
     return root
 
 

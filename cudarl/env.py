@@ -25,6 +25,9 @@ CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 TORCH_CUDA_ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 """torch's extension builder compiles for these architectures; cudarl sets it to one arch."""
 
+MAX_JOBS = "MAX_JOBS"
+"""Parallel compiler jobs in torch's extension builder; cudarl sets it from ``compile.jobs``."""
+
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 
@@ -32,6 +35,11 @@ PYTHONPATH = "PYTHONPATH"
 def get(name: str, default: str | None = None) -> str | None:
     """Read one declared variable (the only sanctioned way to read the environment)."""
     return os.environ.get(name, default)
+
+
+def set_for_children(name: str, value: str) -> None:
+    """Set a declared variable in this process, for the tools it starts (torch's builder, nvcc)."""
+    os.environ[name] = value
 
 
 def cache_dir() -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import os
 import re
 import sys
 from pathlib import Path
@@ -54,8 +53,8 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     from cudarl import _compat
 
     cpp = _compat.import_cpp_extension()
-    os.environ[env.TORCH_CUDA_ARCH_LIST] = arch_list_entry(arch)
-    os.environ["MAX_JOBS"] = str(jobs)
+    env.set_for_children(env.TORCH_CUDA_ARCH_LIST, arch_list_entry(arch))
+    env.set_for_children(env.MAX_JOBS, str(jobs))
     original = cpp.load_inline
     signature = inspect.signature(original)
     built: list[str] = []

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from cudarl import env
 from cudarl.tasks import load_tasks
 from cudarl.tester import Candidate, Tester
 from tests.conftest import EXAMPLES, FIXTURES, make_tester_config
@@ -44,7 +44,7 @@ def source_of(task_id: str, name: str) -> Candidate:
 
 @pytest.fixture(scope="session")
 def gpu_tester(tmp_path_factory) -> Tester:
-    root = Path(os.environ.get("CUDARL_CACHE_DIR") or tmp_path_factory.mktemp("gpu-cache"))
+    root = Path(env.get(env.CUDARL_CACHE_DIR) or tmp_path_factory.mktemp("gpu-cache"))
     config = make_tester_config(compile={"mode": "extension", "jobs": 4},
                                 sandbox={"timeout_s": 60.0},
                                 timing={"budget_s": 3.0})
