@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+N = 1 << 26  # 67,108,864 bfloat16 elements (128 MiB per tensor)
+
+
+class Model(nn.Module):
+    """Elementwise addition of two bfloat16 vectors: out = a + b."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+
+def get_inputs():
+    a = torch.randn(N, dtype=torch.bfloat16)
+    b = torch.randn(N, dtype=torch.bfloat16)
+    return [a, b]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+M = 8192
+N = 8192
+
+
+class Model(nn.Module):
+    """Maximum of each row of a 2-D tensor: [M, N] -> [M] (values only)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.max(dim=1).values
+
+
+def get_inputs():
+    x = torch.randn(M, N)
+    return [x]
+
+
+def get_init_inputs():
+    return []
