@@ -15,14 +15,19 @@ from cudarl.tester import Candidate, Outcome, Tester
 from tests.conftest import make_tester_config
 from tests.fixtures.tiny import TASK, candidate
 
-TIMEOUT_S = 20.0
+TIMEOUT_S = 60.0  # generous: a loaded 2-core CI machine can take 20 s just to import torch
+HANG_TIMEOUT_S = 15.0
+
+
+def _tester(cache_root, timeout_s: float) -> Tester:
+    config = make_tester_config(compile={"mode": "kernel"},
+                                sandbox={"timeout_s": timeout_s, "memory_limit_mb": 1024, "output_limit_kb": 4})
+    return Tester(config, cache_root=cache_root)
 
 
 @pytest.fixture(scope="module")
 def tester(cache_root) -> Tester:
-    config = make_tester_config(compile={"mode": "kernel"},
-                           sandbox={"timeout_s": TIMEOUT_S, "memory_limit_mb": 1024, "output_limit_kb": 4})
-    return Tester(config, cache_root=cache_root)
+    return _tester(cache_root, TIMEOUT_S)
 
 
 def judge(tester: Tester, module_code: str):
@@ -39,11 +44,11 @@ def test_well_behaved_candidate_loads_and_says_what_was_skipped(tester):
     assert verdict.sandbox.exit_code == 0 and verdict.sandbox.network_isolated
 
 
-def test_hang_is_killed_at_the_timeout(tester):
-    verdict, elapsed = judge(tester, "while True:\n    pass")
+def test_hang_is_killed_at_the_timeout(cache_root):
+    verdict, elapsed = judge(_tester(cache_root, HANG_TIMEOUT_S), "while True:\n    pass")
     assert verdict.outcome == Outcome.TIMEOUT
-    assert "during load" in verdict.reasons[0]
-    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 30
+    assert "killed after 15 s" in verdict.reasons[0]
+    assert HANG_TIMEOUT_S <= elapsed < HANG_TIMEOUT_S + 30
 
 
 def test_segfault_is_a_crash_naming_the_signal(tester):
@@ -90,7 +95,7 @@ def test_network_is_unreachable_from_the_candidate(tester):
 
 
 def test_memory_hog_is_killed_by_the_watchdog(tester):
-    verdict, _ = judge(tester, "hog = bytearray(3 * 1024 ** 3)\nhog[::4096] = b'x' * len(hog[::4096])")
+    verdict, _ = judge(tester, "hog = b'x' * (3 * 1024 ** 3)  # written, so resident")
     assert verdict.outcome == Outcome.MEMORY_LIMIT, verdict.reasons
     assert "1024 MB" in verdict.reasons[0]
 
