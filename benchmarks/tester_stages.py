@@ -30,7 +30,8 @@ from cudarl.config import CudarlConfig  # noqa: E402
 from cudarl.tasks import load_tasks  # noqa: E402
 from cudarl.tester import Candidate, Tester  # noqa: E402
 
-EXAMPLES = ROOT / "cudarl" / "examples"
+SUITE = ROOT / "cudarl" / "tasks" / "suite"
+IDS = ("vector_add", "relu", "row_sum", "softmax", "layer_norm", "matmul")
 
 
 def main() -> int:
@@ -41,9 +42,8 @@ def main() -> int:
     parser.add_argument("--build-workers", type=int, default=6)
     args = parser.parse_args()
 
-    tasks = {t.id: t for t in load_tasks(EXAMPLES / "tasks")}
-    candidates = [Candidate(task_id=p.parent.name, id=p.parent.name, source=p.read_text())
-                  for p in sorted((EXAMPLES / "candidates").glob("*/honest.py"))]
+    tasks = {t.id: t for t in load_tasks(SUITE)}
+    candidates = [Candidate(task_id=i, id=i, source=(SUITE / "solutions" / f"{i}.py").read_text()) for i in IDS]
     cache = Path(tempfile.mkdtemp(prefix="cudarl-bench-"))
     base = CudarlConfig().tester
     config = base.model_copy(update={"compile": base.compile.model_copy(update={"mode": "extension"})})

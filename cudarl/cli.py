@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parent / "examples"
+SUITE = Path(__file__).resolve().parent / "tasks" / "suite"
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -28,7 +28,14 @@ def _eval(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"tester": config.tester.model_copy(update={
                 "compile": config.tester.compile.model_copy(update={"mode": args.compile_mode})})})
         tasks = load_tasks(args.tasks)
+        if args.only:
+            wanted = set(args.only.split(","))
+            if unknown := wanted - {t.id for t in tasks}:
+                raise TaskError(f"unknown task id(s) in --only: {', '.join(sorted(unknown))}")
+            tasks = [t for t in tasks if t.id in wanted]
         candidates = load_candidates(args.candidates)
+        if args.only:
+            candidates = [c for c in candidates if c.task_id in wanted]
         tester = Tester(config.tester)
         _ = tester.toolchain
     except (ConfigError, TaskError, CandidateError, ToolchainError) as exc:
@@ -72,15 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudarl", description="Train and evaluate CUDA-kernel agents.")
     commands = parser.add_subparsers(dest="command", required=True)
     evaluate = commands.add_parser("eval", help="judge candidates against tasks and write a JSON report")
-    evaluate.add_argument("tasks", nargs="?", default=str(EXAMPLES / "tasks"),
-                          help="folder of KernelBench files or a .jsonl file (default: the built-in examples)")
-    evaluate.add_argument("candidates", nargs="?", default=str(EXAMPLES / "candidates"),
-                          help="folder (<task>.py or <task>/<name>.py) or .jsonl (default: the built-in examples)")
+    evaluate.add_argument("tasks", nargs="?", default=str(SUITE),
+                          help="folder of KernelBench files or a .jsonl file (default: the built-in suite)")
+    evaluate.add_argument("candidates", nargs="?", default=str(SUITE / "solutions"),
+                          help="folder (<task>.py or <task>/<name>.py) or .jsonl (default: the suite's solutions)")
+    evaluate.add_argument("--only", help="comma-separated task ids to evaluate (others are ignored)")
     evaluate.add_argument("--config", help="TOML config file (see `cudarl config`)")
     evaluate.add_argument("--out", default="cudarl-report.json", help="where to write the JSON report")
     evaluate.add_argument("--compile-mode", choices=["auto", "extension", "kernel"], help="override tester.compile.mode")
     evaluate.add_argument("--build-workers", type=int, default=2, help="candidates built at once")
     evaluate.set_defaults(handler=_eval)
+    from cudarl.tasks_cli import add_parser as add_tasks_parser
+
+    add_tasks_parser(commands)
     show = commands.add_parser("config", help="print every setting with its default and meaning")
     show.set_defaults(handler=_config)
     return parser

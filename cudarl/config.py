@@ -74,6 +74,9 @@ class CorrectnessConfig(_Section):
     trials: int = 5
     """Number of fresh random inputs each candidate is checked on (at least 5)."""
 
+    hidden_trials: int = 2
+    """Extra trials on the task's hidden shape set (when it has one), after the regular ones."""
+
     fp32_tolerance: float = 1e-4
     """Default atol and rtol for float32 outputs (a task may override)."""
 
@@ -118,9 +121,41 @@ class TesterConfig(_Section):
     """Timing stage."""
 
 
+class CurriculumConfig(_Section):
+    tiers: tuple[str, ...] = ("easy", "medium", "hard")
+    """Tiers from first to last; tasks of other tiers are never sampled."""
+
+    window: int = 64
+    """Rolling window of results (of the current tier's tasks) that the gates are computed on;
+    no promotion before it is full."""
+
+    compile_rate_gate: float = 0.9
+    """Promote only when the share of candidates that compiled is above this."""
+
+    pass_rate_gate: float = 0.75
+    """Promote only when the share of candidates judged correct is above this."""
+
+    speedup_gate: float | None = None
+    """If set, promote only when the mean speedup of the correct candidates is above this."""
+
+    replay_fraction: float = 0.2
+    """Share of samples drawn from earlier tiers (so earlier skills are not forgotten)."""
+
+    demotion: bool = False
+    """Move back one tier when the pass rate of a full window falls below ``demotion_pass_rate``."""
+
+    demotion_pass_rate: float = 0.2
+    """The pass rate under which a full window demotes (when ``demotion`` is on)."""
+
+    seed: int = 0
+    """Seed of the sampler (its state is saved by ``state_dict``)."""
+
+
 class CudarlConfig(_Section):
     tester: TesterConfig = Field(default_factory=TesterConfig)
     """How candidates are judged."""
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    """Which tasks training sees, and when it moves on."""
 
 
 class ConfigError(ValueError):

@@ -10,7 +10,8 @@ import pytest
 from cudarl.config import CudarlConfig, TesterConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "cudarl" / "examples"
+SUITE = ROOT / "cudarl" / "tasks" / "suite"
+SOLUTIONS = SUITE / "solutions"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

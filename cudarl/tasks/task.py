@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Tier = Literal["easy", "medium", "hard"]
 DType = Literal["float32", "float16", "bfloat16"]
@@ -18,6 +18,18 @@ DType = Literal["float32", "float16", "bfloat16"]
 
 class TaskError(ValueError):
     """A task whose source or metadata is unusable; the message says which task and why."""
+
+
+class Measured(BaseModel):
+    """A reference solution's verdict figures, recorded in the suite's metadata."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    speedup: float
+    solution_ms: float
+    reference_ms: float
+    device: str
+    date: str
 
 
 class Task(BaseModel):
@@ -37,6 +49,11 @@ class Task(BaseModel):
     """Relative tolerance; None: the config's default for ``dtype``."""
     description: str = ""
     """One line for humans."""
+    hidden: dict[str, int | float | bool | list[int] | tuple[int, ...]] = Field(default_factory=dict)
+    """The second shape set, used only for hidden checks: values that replace the reference
+    module's constants (e.g. ``{"N": 1000003}``) before ``get_init_inputs``/``get_inputs``."""
+    measured: Measured | None = None
+    """The suite's own solution as judged on a GPU (``cudarl tasks check --record``)."""
 
     def tolerances(self, fp32_default: float, half_default: float) -> tuple[float, float]:
         """(atol, rtol) for this task."""
@@ -60,3 +77,10 @@ class Task(BaseModel):
         missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
         if missing:
             raise TaskError(f"task {self.id}: reference lacks {', '.join(missing)}")
+        if self.hidden:
+            assigned = {t.id for node in tree.body if isinstance(node, ast.Assign)
+                        for t in node.targets if isinstance(t, ast.Name)}
+            unknown = sorted(set(self.hidden) - assigned)
+            if unknown:
+                raise TaskError(f"task {self.id}: hidden shapes name constants the reference does not define: "
+                                f"{', '.join(unknown)}")

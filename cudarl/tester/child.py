@@ -4,7 +4,9 @@ Two jobs. ``compile`` imports the candidate with ``load_inline`` steered to the 
 directory, which builds its extensions (stage 2, extension mode). ``evaluate`` loads the
 reference and the candidate, then, when a GPU is present, checks correctness on fresh seeded
 inputs and times both (stages 3-5). Messages go to the result pipe as JSON lines: ``hello``,
-``stage`` (progress, so a crash or hang can be placed), ``result``. The process exits right after
+``stage`` (progress, so a crash or hang can be placed), ``result``. Correctness also runs on
+the CPU when the job sets ``cpu_correctness`` (pure-PyTorch candidates: checking references and
+the checking rules themselves without a GPU); timing never does. The process exits right after
 its result; after a CUDA error nothing else is attempted in it.
 """
 
@@ -74,6 +76,38 @@ def _clone(values: list) -> list:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def _check_trials(label: str, seeds: list[int], reference, ref_model, new_model, device, atol: float,
+                  rtol: float, report: dict) -> None:
+    """Run correctness trials; on the first failure, finish the child with ``incorrect``."""
+    import torch
+
+    from cudarl.tester import correctness
+
+    key = "hidden_trials" if label.startswith("hidden") else "trials"
+    with torch.no_grad():
+        for trial, trial_seed in enumerate(seeds):
+            send("stage", stage="correctness", trial=trial if key == "trials" else f"hidden {trial}")
+            torch.manual_seed(trial_seed)
+            inputs = _to_device(reference.get_inputs(), device)
+            ref_out = ref_model(*_clone(inputs))
+            candidate_inputs = _clone(inputs)
+            out = new_model(*candidate_inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            report[f"{key}_run"] += 1
+            problem = correctness.inputs_unchanged(inputs, candidate_inputs)
+            result = correctness.compare_outputs(out, ref_out, atol, rtol)
+            report["max_abs_error"] = max(report["max_abs_error"], result.max_abs_error)
+            report["max_rel_error"] = max(report["max_rel_error"], result.max_rel_error)
+            problem = problem or result.reason
+            if problem:
+                number = trial if key == "trials" else report["trials_run"] + trial
+                report["first_failure"] = {"trial": number, "reason": f"{label} {trial}: {problem}"}
+                finish("incorrect", "correctness", [f"{label} {trial}: {problem}"], correctness=report)
+            report[f"{key}_passed"] += 1
+            del inputs, ref_out, out, candidate_inputs
+
+
 def run_compile(job: dict) -> None:
     from cudarl.tester.loading import import_source, install_load_inline_hook
 
@@ -121,35 +155,33 @@ def run_evaluate(job: dict) -> None:
             torch.cuda.synchronize()
     except BaseException as exc:  # noqa: BLE001
         finish(classify(exc, stage), stage, [f"loading ModelNew failed: {describe_exception(exc)}"])
-    if not has_gpu:
+    if not has_gpu and not job.get("cpu_correctness"):
         finish("loaded", stage)
 
     atol, rtol = job["atol"], job["rtol"]
-    report = {"trials_run": 0, "trials_passed": 0, "atol": atol, "rtol": rtol,
+    report = {"trials_run": 0, "trials_passed": 0, "hidden_trials_run": 0, "hidden_trials_passed": 0,
+              "atol": atol, "rtol": rtol,
               "max_abs_error": 0.0, "max_rel_error": 0.0, "first_failure": None}
     stage = "correctness"
     try:
-        with torch.no_grad():
-            for trial, trial_seed in enumerate(trial_seeds):
-                send("stage", stage=stage, trial=trial)
-                torch.manual_seed(trial_seed)
-                inputs = _to_device(reference.get_inputs(), device)
-                ref_out = ref_model(*_clone(inputs))
-                candidate_inputs = _clone(inputs)
-                out = new_model(*candidate_inputs)
-                torch.cuda.synchronize()
-                report["trials_run"] += 1
-                problem = correctness.inputs_unchanged(inputs, candidate_inputs)
-                result = correctness.compare_outputs(out, ref_out, atol, rtol)
-                report["max_abs_error"] = max(report["max_abs_error"], result.max_abs_error)
-                report["max_rel_error"] = max(report["max_rel_error"], result.max_rel_error)
-                problem = problem or result.reason
-                if problem:
-                    report["first_failure"] = {"trial": trial, "reason": problem}
-                    finish("incorrect", stage, [f"trial {trial}: {problem}"], correctness=report)
-                report["trials_passed"] += 1
-                del inputs, ref_out, out, candidate_inputs
-        if not job["timing"]["enabled"]:
+        _check_trials("trial", trial_seeds, reference, ref_model, new_model, device, atol, rtol, report)
+        if job.get("hidden"):
+            # The second shape set: the reference's constants replaced, both models rebuilt.
+            saved = {name: getattr(reference, name) for name in job["hidden"]}
+            for name, value in job["hidden"].items():
+                setattr(reference, name, value)
+            hidden_init = reference.get_init_inputs()
+            torch.manual_seed(init_seed)
+            hidden_ref = reference.Model(*hidden_init).to(device).eval()
+            torch.manual_seed(init_seed)
+            hidden_new = candidate.ModelNew(*hidden_init).to(device).eval()
+            hidden_seeds = [secret.getrandbits(62) for _ in range(job["hidden_trials"])]
+            _check_trials("hidden-shape trial", hidden_seeds, reference, hidden_ref, hidden_new, device,
+                          atol, rtol, report)
+            del hidden_ref, hidden_new
+            for name, value in saved.items():
+                setattr(reference, name, value)
+        if not job["timing"]["enabled"] or device.type != "cuda":
             finish("correct", stage, correctness=report)
         stage = "timing"
         config = TimingConfig(**job["timing"])

@@ -154,6 +154,7 @@ class Tester:
             "arch": self.arch, "cuda_cflags": cuda_cflags(self.config.compile), "jobs": self.config.compile.jobs,
             "seed": secrets.randbits(63), "trials": max(1, self.config.correctness.trials),
             "atol": atol, "rtol": rtol, "gpu_memory_fraction": sandbox.gpu_memory_fraction,
+            "hidden": task.hidden, "hidden_trials": self.config.correctness.hidden_trials,
             "timing": self.config.timing.model_dump(),
         }
         limits = ChildLimits(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,

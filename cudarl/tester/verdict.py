@@ -75,6 +75,8 @@ class TrialFailure(BaseModel):
 class CorrectnessReport(BaseModel):
     trials_run: int = 0
     trials_passed: int = 0
+    hidden_trials_run: int = 0  # trials on the task's hidden shape set
+    hidden_trials_passed: int = 0
     atol: float
     rtol: float
     max_abs_error: float = 0.0

@@ -11,7 +11,7 @@ import pytest
 from cudarl import env
 from cudarl.tasks import load_tasks
 from cudarl.tester import Candidate, Tester
-from tests.conftest import EXAMPLES, FIXTURES, make_tester_config
+from tests.conftest import FIXTURES, SOLUTIONS, SUITE, make_tester_config
 
 
 def _cuda_reason() -> str | None:
@@ -38,8 +38,8 @@ HOSTILE = sorted(p.relative_to(FIXTURES / "candidates") for p in (FIXTURES / "ca
 
 
 def source_of(task_id: str, name: str) -> Candidate:
-    base = EXAMPLES / "candidates" if name == "honest" else FIXTURES / "candidates"
-    return Candidate(task_id=task_id, id=f"{task_id}/{name}", source=(base / task_id / f"{name}.py").read_text())
+    path = SOLUTIONS / f"{task_id}.py" if name == "honest" else FIXTURES / "candidates" / task_id / f"{name}.py"
+    return Candidate(task_id=task_id, id=f"{task_id}/{name}", source=path.read_text())
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +53,7 @@ def gpu_tester(tmp_path_factory) -> Tester:
 
 @pytest.fixture(scope="session")
 def tasks():
-    return {t.id: t for t in load_tasks(EXAMPLES / "tasks")}
+    return {t.id: t for t in load_tasks(SUITE)}
 
 
 @pytest.fixture(scope="session")

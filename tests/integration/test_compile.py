@@ -9,7 +9,7 @@ import pytest
 
 from cudarl.tasks import load_tasks
 from cudarl.tester import Candidate, Outcome, Stage, Tester
-from tests.conftest import EXAMPLES, FIXTURES, make_tester_config
+from tests.conftest import FIXTURES, SOLUTIONS, SUITE, make_tester_config
 from tests.fixtures.tiny import TASK, candidate
 
 
@@ -20,11 +20,11 @@ def tester(cache_root) -> Tester:
 
 @pytest.fixture(scope="module")
 def tasks():
-    return {t.id: t for t in load_tasks(EXAMPLES / "tasks")}
+    return {t.id: t for t in load_tasks(SUITE)}
 
 
 def test_example_candidate_compiles_with_a_resource_report(tester, tasks):
-    source = (EXAMPLES / "candidates" / "vector_add" / "honest.py").read_text()
+    source = (SOLUTIONS / "vector_add.py").read_text()
     prepared = tester.prepare(tasks["vector_add"], Candidate(task_id="vector_add", id="honest", source=source))
     verdict = prepared.verdict
     assert prepared.compiled is not None and prepared.compiled.ok, verdict.reasons

@@ -6,7 +6,7 @@ import pytest
 
 from cudarl.tasks import TaskError, load_tasks
 from cudarl.tester.candidate import CandidateError, load_candidates
-from tests.conftest import EXAMPLES
+from tests.conftest import SOLUTIONS, SUITE
 from tests.fixtures.tiny import TASK, candidate
 
 
@@ -45,7 +45,7 @@ def test_candidate_folder_layouts_and_jsonl(tmp_path):
         load_candidates(lines)
 
 
-def test_builtin_examples_load_and_every_candidate_has_a_task():
-    tasks = {t.id for t in load_tasks(EXAMPLES / "tasks")}
-    candidates = load_candidates(EXAMPLES / "candidates")
-    assert len(tasks) >= 6 and {c.task_id for c in candidates} <= tasks
+def test_builtin_suite_loads_and_every_solution_has_a_task():
+    tasks = load_tasks(SUITE)
+    solutions = load_candidates(SOLUTIONS)
+    assert {c.task_id for c in solutions} <= {t.id for t in tasks}

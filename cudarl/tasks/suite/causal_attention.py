@@ -2,7 +2,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-BATCH = 4
+BATCH = 2
 HEADS = 16
 SEQ_LEN = 2048
 HEAD_DIM = 64

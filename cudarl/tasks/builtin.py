@@ -1,0 +1,46 @@
+"""The built-in suite: tasks written by this project (``suite/<id>.py`` + ``<id>.toml``) and
+honest reference solutions for some of them (``suite/solutions/<id>.py``).
+
+The solutions are trusted: they seed the warm start, test the tester, and show what a good
+kernel looks like. Their GPU measurements are recorded back into each task's TOML (a
+``[measured]`` table) by ``cudarl tasks check --record``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cudarl.tasks.loaders import load_tasks
+from cudarl.tasks.task import Measured, Task
+from cudarl.tester.candidate import Candidate
+
+SUITE_DIR = Path(__file__).resolve().parent / "suite"
+SOLUTIONS_DIR = SUITE_DIR / "solutions"
+
+
+def load_suite() -> list[Task]:
+    return load_tasks(SUITE_DIR)
+
+
+def suite_solutions(task_ids: set[str] | None = None) -> list[Candidate]:
+    """The reference solutions as candidates (id ``<task>/solution``)."""
+    return [
+        Candidate(task_id=path.stem, id=f"{path.stem}/solution", source=path.read_text())
+        for path in sorted(SOLUTIONS_DIR.glob("*.py"))
+        if task_ids is None or path.stem in task_ids
+    ]
+
+
+def record_measurement(task_id: str, measured: Measured, suite_dir: Path = SUITE_DIR) -> None:
+    """Write (or replace) the ``[measured]`` table of one task's TOML, atomically."""
+    path = suite_dir / f"{task_id}.toml"
+    text = path.read_text() if path.exists() else ""
+    text = re.sub(r"\n*\[measured\][^\[]*", "", text).rstrip() + "\n"
+    text += (f"\n[measured]  # the suite's solution on a GPU (cudarl tasks check --record)\n"
+             f"speedup = {measured.speedup:.3f}\nsolution_ms = {measured.solution_ms:.4f}\n"
+             f"reference_ms = {measured.reference_ms:.4f}\ndevice = \"{measured.device}\"\n"
+             f"date = \"{measured.date}\"\n")
+    temporary = path.with_suffix(".toml.tmp")
+    temporary.write_text(text)
+    temporary.replace(path)

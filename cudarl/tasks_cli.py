@@ -1,0 +1,131 @@
+"""``cudarl tasks list|show|check``: the suite (or a loaded dataset) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+
+
+def _load(args: argparse.Namespace):
+    """Tasks from --kernelbench, --sakana, --tasks, or the built-in suite; prints skip counts."""
+    from cudarl.tasks import load_tasks
+    from cudarl.tasks.builtin import load_suite
+
+    if args.kernelbench:
+        from cudarl.tasks.kernelbench import load_kernelbench
+
+        tasks, report = load_kernelbench(args.kernelbench, strict=False)
+        print(report.summary(), file=sys.stderr)
+        return tasks
+    if args.sakana:
+        from cudarl.tasks.sakana import load_sakana
+
+        tasks, examples, report = load_sakana(args.sakana)
+        print(report.summary() + f"; {len(examples)} kernel examples", file=sys.stderr)
+        return tasks
+    return load_tasks(args.tasks) if args.tasks else load_suite()
+
+
+def _filter(tasks, only: str | None, tier: str | None):
+    wanted = set(only.split(",")) if only else None
+    if wanted and (unknown := wanted - {t.id for t in tasks}):
+        raise SystemExit(f"error: unknown task id(s): {', '.join(sorted(unknown))}")
+    return [t for t in tasks if (wanted is None or t.id in wanted) and (tier is None or t.tier == tier)]
+
+
+def tasks_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cudarl.tasks.builtin import SOLUTIONS_DIR
+
+    tasks = _filter(_load(args), args.only, args.tier)
+    table = Table(title=f"{len(tasks)} tasks")
+    for column in ("id", "tier", "dtype", "tolerance", "hidden shapes", "solution", "speedup"):
+        table.add_column(column)
+    for task in tasks:
+        atol, rtol = task.tolerances(1e-4, 1e-2)
+        has_solution = (SOLUTIONS_DIR / f"{task.id}.py").exists()
+        table.add_row(task.id, task.tier, task.dtype, f"{atol:g}/{rtol:g}",
+                      ", ".join(f"{k}={v}" for k, v in task.hidden.items()) or "-",
+                      "yes" if has_solution else "-",
+                      f"{task.measured.speedup:.2f}x" if task.measured else "-")
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    counts = {tier: sum(t.tier == tier for t in tasks) for tier in ("easy", "medium", "hard")}
+    print(f"tiers: {counts}")
+    return 0
+
+
+def tasks_show(args: argparse.Namespace) -> int:
+    (task,) = _filter(_load(args), args.id, None) or [None]
+    if task is None:
+        print(f"error: no task {args.id!r}", file=sys.stderr)
+        return 2
+    print(task.model_dump_json(indent=2, exclude={"source"}))
+    print(task.source)
+    return 0
+
+
+def tasks_check(args: argparse.Namespace) -> int:
+    """Judge the suite's reference solutions; with --record, write measured speedups back."""
+    from rich.console import Console
+
+    from cudarl.config import load_config
+    from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
+    from cudarl.report_table import verdict_table
+    from cudarl.tasks.builtin import load_suite, record_measurement, suite_solutions
+    from cudarl.tasks.task import Measured
+    from cudarl.tester import Tester
+
+    tasks = _filter(load_suite(), args.only, args.tier)
+    pairs, _ = pair_candidates(tasks, suite_solutions({t.id for t in tasks}))
+    tester = Tester(load_config(args.config).tester)
+    print(f"checking {len(pairs)} reference solutions (GPU: {'yes' if tester.has_gpu else 'no'})", file=sys.stderr)
+    done = [0]
+
+    def progress(phase: str, verdict) -> None:
+        if phase == "run":
+            done[0] += 1
+            print(f"[{done[0]}/{len(pairs)}] {verdict.candidate_id}: {verdict.outcome.value}", file=sys.stderr)
+
+    verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=progress)
+    Console(width=None if sys.stdout.isatty() else 200).print(verdict_table(verdicts))
+    write_report(build_report(tester, verdicts), __import__("pathlib").Path(args.out))
+    if args.record:
+        today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        for verdict in verdicts:
+            if verdict.timing is not None and verdict.correct:
+                record_measurement(verdict.task_id, Measured(
+                    speedup=verdict.timing.speedup, solution_ms=verdict.timing.candidate.median_ms,
+                    reference_ms=verdict.timing.reference.median_ms, device=verdict.timing.device, date=today))
+    failed = [v.candidate_id for v in verdicts if not (v.correct or v.outcome.value == "compiled")]
+    print(f"{len(verdicts) - len(failed)} of {len(verdicts)} reference solutions ok; report: {args.out}"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("tasks", help="list, show or check tasks (default: the built-in suite)")
+    sub = parser.add_subparsers(dest="tasks_command", required=True)
+    for name, handler, text in [("list", tasks_list, "list tasks with tiers"),
+                                ("show", tasks_show, "one task's metadata and source"),
+                                ("check", tasks_check, "judge the suite's reference solutions")]:
+        command = sub.add_parser(name, help=text)
+        command.set_defaults(handler=handler)
+        if name != "check":
+            source = command.add_mutually_exclusive_group()
+            source.add_argument("--tasks", help="a folder of KernelBench files or a .jsonl of tasks")
+            source.add_argument("--kernelbench", help="a KernelBench checkout (level1..level4 folders)")
+            source.add_argument("--sakana", help="the Sakana archive: a folder of parquet files or a hub id")
+        if name == "show":
+            command.add_argument("id")
+        else:
+            command.add_argument("--only", help="comma-separated task ids")
+            command.add_argument("--tier", choices=["easy", "medium", "hard"])
+        if name == "check":
+            command.add_argument("--config", help="TOML config file")
+            command.add_argument("--out", default="cudarl-tasks-check.json")
+            command.add_argument("--build-workers", type=int, default=2)
+            command.add_argument("--record", action="store_true",
+                                 help="write measured speedups into the suite's TOML files")
