@@ -74,8 +74,7 @@ def tasks_check(args: argparse.Namespace) -> int:
     from cudarl.config import load_config
     from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
     from cudarl.report_table import verdict_table
-    from cudarl.tasks.builtin import load_suite, record_measurement, suite_solutions
-    from cudarl.tasks.task import Measured
+    from cudarl.tasks.builtin import load_suite, suite_solutions
     from cudarl.tester import Tester
 
     tasks = _filter(load_suite(), args.only, args.tier)
@@ -93,16 +92,42 @@ def tasks_check(args: argparse.Namespace) -> int:
     Console(width=None if sys.stdout.isatty() else 200).print(verdict_table(verdicts))
     write_report(build_report(tester, verdicts), __import__("pathlib").Path(args.out))
     if args.record:
-        today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-        for verdict in verdicts:
-            if verdict.timing is not None and verdict.correct:
-                record_measurement(verdict.task_id, Measured(
-                    speedup=verdict.timing.speedup, solution_ms=verdict.timing.candidate.median_ms,
-                    reference_ms=verdict.timing.reference.median_ms, device=verdict.timing.device, date=today))
+        print(f"recorded {_record(verdicts)} measurement(s) in the suite's TOML files", file=sys.stderr)
     failed = [v.candidate_id for v in verdicts if not (v.correct or v.outcome.value == "compiled")]
     print(f"{len(verdicts) - len(failed)} of {len(verdicts)} reference solutions ok; report: {args.out}"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
+
+
+def _record(verdicts) -> int:
+    """Write each timed, correct verdict's figures into its task's ``[measured]`` table."""
+    from cudarl.tasks.builtin import record_measurement
+    from cudarl.tasks.task import Measured
+
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    count = 0
+    for verdict in verdicts:
+        if verdict.timing is not None and verdict.correct:
+            record_measurement(verdict.task_id, Measured(
+                speedup=verdict.timing.speedup, solution_ms=verdict.timing.candidate.median_ms,
+                reference_ms=verdict.timing.reference.median_ms, device=verdict.timing.device, date=today))
+            count += 1
+    return count
+
+
+def tasks_record(args: argparse.Namespace) -> int:
+    """Record measurements from a report that ``check`` (or ``eval``) wrote on a GPU machine."""
+    import json
+
+    from cudarl.tasks.builtin import load_suite
+    from cudarl.tester.verdict import Verdict
+
+    report = json.loads(open(args.report).read())
+    known = {t.id for t in load_suite()}
+    verdicts = [Verdict.model_validate(v) for v in report["verdicts"]]
+    verdicts = [v for v in verdicts if v.task_id in known and v.candidate_id == f"{v.task_id}/solution"]
+    print(f"recorded {_record(verdicts)} measurement(s) from {args.report}")
+    return 0
 
 
 def add_parser(commands) -> None:
@@ -129,3 +154,6 @@ def add_parser(commands) -> None:
             command.add_argument("--build-workers", type=int, default=2)
             command.add_argument("--record", action="store_true",
                                  help="write measured speedups into the suite's TOML files")
+    record = sub.add_parser("record", help="write measured speedups from a check report into the suite")
+    record.add_argument("report", help="the JSON report of `cudarl tasks check` run on a GPU machine")
+    record.set_defaults(handler=tasks_record)
