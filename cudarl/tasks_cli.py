@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 
 def _load(args: argparse.Namespace):
@@ -82,15 +84,20 @@ def tasks_check(args: argparse.Namespace) -> int:
     tester = Tester(load_config(args.config).tester)
     print(f"checking {len(pairs)} reference solutions (GPU: {'yes' if tester.has_gpu else 'no'})", file=sys.stderr)
     done = [0]
+    partial = Path(f"{args.out}.partial.jsonl")  # each verdict as it comes: survives a killed run
+    partial.unlink(missing_ok=True)
 
     def progress(phase: str, verdict) -> None:
         if phase == "run":
             done[0] += 1
-            print(f"[{done[0]}/{len(pairs)}] {verdict.candidate_id}: {verdict.outcome.value}", file=sys.stderr)
+            speed = f" {verdict.timing.speedup:.2f}x" if verdict.timing else ""
+            print(f"[{done[0]}/{len(pairs)}] {verdict.candidate_id}: {verdict.outcome.value}{speed}", file=sys.stderr)
+            with partial.open("a") as handle:
+                handle.write(verdict.to_json() + "\n")
 
     verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=progress)
     Console(width=None if sys.stdout.isatty() else 200).print(verdict_table(verdicts))
-    write_report(build_report(tester, verdicts), __import__("pathlib").Path(args.out))
+    write_report(build_report(tester, verdicts), Path(args.out))
     if args.record:
         print(f"recorded {_record(verdicts)} measurement(s) in the suite's TOML files", file=sys.stderr)
     failed = [v.candidate_id for v in verdicts if not (v.correct or v.outcome.value == "compiled")]
@@ -116,15 +123,18 @@ def _record(verdicts) -> int:
 
 
 def tasks_record(args: argparse.Namespace) -> int:
-    """Record measurements from a report that ``check`` (or ``eval``) wrote on a GPU machine."""
-    import json
-
+    """Record measurements from a report that ``check`` (or ``eval``) wrote on a GPU machine, or
+    from its ``.partial.jsonl`` when the run was cut short."""
     from cudarl.tasks.builtin import load_suite
     from cudarl.tester.verdict import Verdict
 
-    report = json.loads(open(args.report).read())
+    text = Path(args.report).read_text()
+    if args.report.endswith(".jsonl"):
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        rows = json.loads(text)["verdicts"]
     known = {t.id for t in load_suite()}
-    verdicts = [Verdict.model_validate(v) for v in report["verdicts"]]
+    verdicts = [Verdict.model_validate(v) for v in rows]
     verdicts = [v for v in verdicts if v.task_id in known and v.candidate_id == f"{v.task_id}/solution"]
     print(f"recorded {_record(verdicts)} measurement(s) from {args.report}")
     return 0

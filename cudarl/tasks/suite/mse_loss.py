@@ -6,7 +6,7 @@ N = 4096  # two inputs of 32M floats (128 MiB each)
 
 
 class Model(nn.Module):
-    """Mean squared error between two tensors, reduced to a scalar (about 2.0 here)."""
+    """Mean squared error between two tensors, reduced to a scalar."""
 
     def __init__(self):
         super().__init__()
@@ -16,7 +16,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    predictions = torch.randn(M, N)
+    # Each call draws its own scale: with plain randn inputs the loss is 2.0 to within 1e-4 for
+    # every seed, so a kernel returning the constant 2.0 would pass (a degenerate task).
+    scale = 0.5 + 2.0 * torch.rand(())
+    predictions = torch.randn(M, N) * scale
     targets = torch.randn(M, N)
     return [predictions, targets]
 
