@@ -35,7 +35,7 @@ constexpr int GEMM_BK = 8;
 constexpr int GEMM_THREADS = 256;
 
 template <int BM, int BN, bool B_KN, class AOp, class BOp, class EpiOp>
-__global__ void __launch_bounds__(GEMM_THREADS)
+__global__ void __launch_bounds__(GEMM_THREADS, 2)
 gemm_tiled_kernel(const AOp a_op, const BOp b_op, const EpiOp epi,
                   const int M, const int N, const int K) {
     constexpr int BK = GEMM_BK;
