@@ -1,0 +1,34 @@
+"""Every reference solution of the built-in suite is judged correct (default and hidden shapes)
+and timed on a real GPU. This is what ``cudarl tasks check`` runs; builds go 16 at a time."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester import Outcome
+
+pytestmark = pytest.mark.gpu
+
+TASKS = {t.id: t for t in load_suite()}
+SOLUTIONS = suite_solutions()
+
+
+@pytest.fixture(scope="module")
+def built_suite(gpu_tester) -> None:
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        prepared = list(pool.map(lambda s: gpu_tester.prepare(TASKS[s.task_id], s), SOLUTIONS))
+    for item in prepared:
+        if item.workdir is not None:
+            shutil.rmtree(item.workdir, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[s.task_id for s in SOLUTIONS])
+def test_suite_solution_passes(gpu_tester, built_suite, solution):
+    verdict = gpu_tester.evaluate(TASKS[solution.task_id], solution)
+    assert verdict.outcome == Outcome.PASSED, verdict.reasons
+    assert verdict.correctness.hidden_trials_passed == 2
