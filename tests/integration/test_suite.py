@@ -44,7 +44,7 @@ def test_no_suite_task_is_degenerate(task: Task):
     ("return torch.tanh(a) * 1e-6", "nearly zero"),
     ("return torch.full_like(a, 3.0) + 1e-7 * b", "nearly constant"),
     ("return torch.ones(64) * 2.0 + torch.arange(64.0)", "barely depends on the inputs"),
-    ("return ((a - b) ** 2).mean().reshape(1)", "barely depends on the inputs"),
+    ("return (3.0 + 1e-9 * a.abs()).mean().reshape(1)", "barely depends on the inputs"),
 ])
 def test_degenerate_tasks_are_flagged(body, reason):
     task = Task(id="bad", source=TASK.replace("return a + b", body))
