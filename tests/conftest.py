@@ -25,7 +25,3 @@ def make_tester_config(**sections: dict) -> TesterConfig:
     base = CudarlConfig().tester
     updates = {name: getattr(base, name).model_copy(update=fields) for name, fields in sections.items()}
     return base.model_copy(update=updates)
-
-
-def read(path: Path) -> str:
-    return path.read_text()
