@@ -15,8 +15,9 @@ def _eval(args: argparse.Namespace) -> int:
 
     from cudarl.config import ConfigError, load_config
     from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
-    from cudarl.report_table import verdict_table
+    from cudarl.report_table import stdout_console, verdict_table
     from cudarl.tasks import TaskError, load_tasks
+    from cudarl.tasks.loaders import select_tasks
     from cudarl.tester import Tester, load_candidates
     from cudarl.tester.candidate import CandidateError
     from cudarl.tester.toolchain import ToolchainError
@@ -27,15 +28,10 @@ def _eval(args: argparse.Namespace) -> int:
         if args.compile_mode:
             config = config.model_copy(update={"tester": config.tester.model_copy(update={
                 "compile": config.tester.compile.model_copy(update={"mode": args.compile_mode})})})
-        tasks = load_tasks(args.tasks)
-        if args.only:
-            wanted = set(args.only.split(","))
-            if unknown := wanted - {t.id for t in tasks}:
-                raise TaskError(f"unknown task id(s) in --only: {', '.join(sorted(unknown))}")
-            tasks = [t for t in tasks if t.id in wanted]
+        tasks = select_tasks(load_tasks(args.tasks), args.only)
         candidates = load_candidates(args.candidates)
         if args.only:
-            candidates = [c for c in candidates if c.task_id in wanted]
+            candidates = [c for c in candidates if c.task_id in {t.id for t in tasks}]
         tester = Tester(config.tester)
         _ = tester.toolchain
     except (ConfigError, TaskError, CandidateError, ToolchainError) as exc:
@@ -61,7 +57,7 @@ def _eval(args: argparse.Namespace) -> int:
             progress.advance(building if phase == "compile" else running)
 
         verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
-    Console(width=None if sys.stdout.isatty() else 180).print(verdict_table(verdicts))
+    stdout_console().print(verdict_table(verdicts))
     report = build_report(tester, verdicts)
     write_report(report, Path(args.out))
     console.print(f"summary: {report['summary']}; report written to {args.out}")

@@ -8,7 +8,6 @@ atomically: a killed run leaves the previous report, never half a file.
 from __future__ import annotations
 
 import json
-import os
 import platform
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from cudarl.files import write_text_atomic
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.tester import Tester
@@ -62,7 +62,4 @@ def build_report(tester: Tester, verdicts: list[Verdict]) -> dict:
 
 
 def write_report(report: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(report, indent=2))
-    temporary.replace(path)
+    write_text_atomic(path, json.dumps(report, indent=2))

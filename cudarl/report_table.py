@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+
+from rich.console import Console
 from rich.table import Table
 
 from cudarl.tester.verdict import Verdict
+
+
+def stdout_console() -> Console:
+    """Tables go to stdout; when it is not a terminal (a log, a pipe), use a wide fixed width
+    instead of rich's 80 columns, which would fold every row."""
+    return Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _first_line(text: str, width: int = 70) -> str:

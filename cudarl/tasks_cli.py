@@ -30,16 +30,19 @@ def _load(args: argparse.Namespace):
 
 
 def _filter(tasks, only: str | None, tier: str | None):
-    wanted = set(only.split(",")) if only else None
-    if wanted and (unknown := wanted - {t.id for t in tasks}):
-        raise SystemExit(f"error: unknown task id(s): {', '.join(sorted(unknown))}")
-    return [t for t in tasks if (wanted is None or t.id in wanted) and (tier is None or t.tier == tier)]
+    from cudarl.tasks import TaskError
+    from cudarl.tasks.loaders import select_tasks
+
+    try:
+        return select_tasks(tasks, only, tier)
+    except TaskError as exc:
+        raise SystemExit(f"error: {exc}") from exc
 
 
 def tasks_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from cudarl.report_table import stdout_console
     from cudarl.tasks.builtin import SOLUTIONS_DIR
 
     tasks = _filter(_load(args), args.only, args.tier)
@@ -53,7 +56,7 @@ def tasks_list(args: argparse.Namespace) -> int:
                       ", ".join(f"{k}={v}" for k, v in task.hidden.items()) or "-",
                       "yes" if has_solution else "-",
                       f"{task.measured.speedup:.2f}x" if task.measured else "-")
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    stdout_console().print(table)
     counts = {tier: sum(t.tier == tier for t in tasks) for tier in ("easy", "medium", "hard")}
     print(f"tiers: {counts}")
     return 0
@@ -71,11 +74,9 @@ def tasks_show(args: argparse.Namespace) -> int:
 
 def tasks_check(args: argparse.Namespace) -> int:
     """Judge the suite's reference solutions; with --record, write measured speedups back."""
-    from rich.console import Console
-
     from cudarl.config import load_config
     from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
-    from cudarl.report_table import verdict_table
+    from cudarl.report_table import stdout_console, verdict_table
     from cudarl.tasks.builtin import load_suite, suite_solutions
     from cudarl.tester import Tester
 
@@ -96,7 +97,7 @@ def tasks_check(args: argparse.Namespace) -> int:
                 handle.write(verdict.to_json() + "\n")
 
     verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=progress)
-    Console(width=None if sys.stdout.isatty() else 200).print(verdict_table(verdicts))
+    stdout_console().print(verdict_table(verdicts))
     write_report(build_report(tester, verdicts), Path(args.out))
     if args.record:
         print(f"recorded {_record(verdicts)} measurement(s) in the suite's TOML files", file=sys.stderr)

@@ -3,6 +3,9 @@ candidate built by one test is a cache hit for the next (as in production)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,13 @@ FIXTURES = ROOT / "tests" / "fixtures"
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cudarl-cache")
+
+
+def run_cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
+    """The ``cudarl`` command in a real subprocess (optionally with its own compile cache)."""
+    environment = {**os.environ, "CUDARL_CACHE_DIR": str(cache)} if cache else None
+    return subprocess.run([sys.executable, "-m", "cudarl.cli", *args], capture_output=True, text=True,
+                          timeout=600, env=environment)
 
 
 def make_tester_config(**sections: dict) -> TesterConfig:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from cudarl.files import write_text_atomic
 from cudarl.tasks.loaders import load_tasks
 from cudarl.tasks.task import Measured, Task
 from cudarl.tester.candidate import Candidate
@@ -41,6 +42,4 @@ def record_measurement(task_id: str, measured: Measured, suite_dir: Path = SUITE
              f"speedup = {measured.speedup:.3f}\nsolution_ms = {measured.solution_ms:.4f}\n"
              f"reference_ms = {measured.reference_ms:.4f}\ndevice = \"{measured.device}\"\n"
              f"date = \"{measured.date}\"\n")
-    temporary = path.with_suffix(".toml.tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
+    write_text_atomic(path, text)

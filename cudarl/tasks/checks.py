@@ -8,31 +8,24 @@ on the CPU at the task's default shapes (and its hidden shapes when ``hidden=Tru
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
 from cudarl.tasks.task import Task
+from cudarl.tester.loading import import_source
 
 SMALL_OUTPUT = 1 << 16
 PASS_SHARE_LIMIT = 0.99  # a trivial output passing on this share of elements is "passing"
 
 
 def _load(task: Task):
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
-        handle.write(task.source)
-    name = f"cudarl_check_{abs(hash(task.id))}"
-    spec = importlib.util.spec_from_file_location(name, handle.name)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    finally:
-        Path(handle.name).unlink(missing_ok=True)
-    return module
+    """The task's reference as a fresh module (a real file, so tracebacks show its lines)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "reference.py"
+        path.write_text(task.source)
+        return import_source(path, f"cudarl_check_{abs(hash(task.id))}")
 
 
 def _outputs(module, seed: int) -> list[torch.Tensor]:

@@ -39,6 +39,14 @@ def load_task_file(path: Path) -> Task:
     return _task_from_dict({**meta, "source": path.read_text()}, str(path))
 
 
+def select_tasks(tasks: list[Task], only: str | None = None, tier: str | None = None) -> list[Task]:
+    """The tasks named in ``only`` (comma-separated ids) and of ``tier``; unknown ids are errors."""
+    wanted = set(only.split(",")) if only else None
+    if wanted and (unknown := wanted - {t.id for t in tasks}):
+        raise TaskError(f"unknown task id(s): {', '.join(sorted(unknown))}")
+    return [t for t in tasks if (wanted is None or t.id in wanted) and (tier is None or t.tier == tier)]
+
+
 def load_tasks(path: Path | str) -> list[Task]:
     """Tasks from a folder, a single ``.py`` file, or a ``.jsonl`` file, sorted by id."""
     path = Path(path)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import subprocess
 import time
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from cudarl import _compat
 from cudarl.config import CompileConfig, SandboxConfig
+from cudarl.files import write_text_atomic
 from cudarl.tester.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.guard import InlineBuild
 from cudarl.tester.loading import safe_name
@@ -80,11 +80,8 @@ class CompileCache:
     def store(self, key: str, outcome: CompileOutcome) -> None:
         if outcome.timed_out:
             return  # a timeout may be the machine's load, not the candidate: try again next time
-        directory = self.entry(key)
-        directory.mkdir(parents=True, exist_ok=True)
-        temporary = directory / f".report.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps({"report": outcome.report.model_dump(), "ok": outcome.ok}))
-        temporary.replace(directory / "report.json")
+        write_text_atomic(self.entry(key) / "report.json",
+                          json.dumps({"report": outcome.report.model_dump(), "ok": outcome.ok}))
 
     @contextmanager
     def locked(self, key: str):

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+from tests.conftest import run_cli
 from tests.fixtures.tiny import TASK, candidate
-
-
-def run_cli(*args: str, cache) -> subprocess.CompletedProcess:
-    import os
-
-    environment = {**os.environ, "CUDARL_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "cudarl.cli", *args], capture_output=True, text=True,
-                          timeout=600, env=environment)
 
 
 def test_eval_prints_a_table_and_writes_the_report(tmp_path, cache_root):

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -13,6 +11,7 @@ from cudarl.config import CorrectnessConfig
 from cudarl.tasks import Task
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tasks.checks import degenerate_reasons
+from tests.conftest import run_cli
 from tests.fixtures.tiny import TASK
 
 SUITE = load_suite()
@@ -50,10 +49,6 @@ def test_degenerate_tasks_are_flagged(body, reason):
     task = Task(id="bad", source=TASK.replace("return a + b", body))
     reasons = degenerate_reasons(task, 1e-4, 1e-4)
     assert reasons and reason in reasons[0]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cudarl.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_tasks_list_and_show_commands():
