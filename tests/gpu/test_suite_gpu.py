@@ -18,9 +18,12 @@ SOLUTIONS = suite_solutions()
 
 
 @pytest.fixture(scope="module")
-def built_suite(gpu_tester) -> None:
+def built_suite(gpu_tester, request) -> None:
+    """Build the selected solutions (``-k`` picks a share of the suite) 16 at a time."""
+    selected = [item.callspec.params["solution"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        prepared = list(pool.map(lambda s: gpu_tester.prepare(TASKS[s.task_id], s), SOLUTIONS))
+        prepared = list(pool.map(lambda s: gpu_tester.prepare(TASKS[s.task_id], s), selected))
     for item in prepared:
         if item.workdir is not None:
             shutil.rmtree(item.workdir, ignore_errors=True)
