@@ -139,7 +139,8 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
     """Extension mode: the candidate's own ``load_inline`` calls, in a sandboxed child."""
     limits = ChildLimits(timeout_s=config.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
                          file_size_limit_mb=max(sandbox.file_size_limit_mb, 512),
-                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network)
+                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network,
+                         isolate_pids=sandbox.isolate_pids, max_processes=sandbox.max_processes)
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs}
     child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)
