@@ -90,7 +90,9 @@ def run_compile(job: dict) -> None:
     try:
         import_source(Path(job["candidate_path"]), "cudarl_candidate")
     except BaseException as exc:  # noqa: BLE001 - every failure is the candidate's verdict
-        finish("compile_error", "compile", [describe_exception(exc)], extensions=built)
+        too_large = isinstance(exc, OSError) and exc.errno == errno.EFBIG
+        finish("resource_limit" if too_large else "compile_error", "compile", [describe_exception(exc)],
+               extensions=built)
     finish("compiled", "compile", extensions=built)
 
 

@@ -239,8 +239,9 @@ def serve(runner: Runner) -> None:
             reply, blobs = result if isinstance(result, tuple) else (result, [])
         except BaseException as exc:  # noqa: BLE001 - the candidate's failure is its verdict
             outcome = classify(exc, stage)
+            prefix = "the candidate wrote past the file size limit: " if outcome == "resource_limit" else ""
             _write_frame(_REPLY_FD, {"op": op, "nonce": nonce, "ok": False, "outcome": outcome,
-                                     "reasons": [describe_exception(exc)]})
+                                     "reasons": [prefix + describe_exception(exc)]})
             if outcome in ("cuda_error", "memory_limit") or op == "load":
                 sys.stdout.flush()
                 os._exit(0)

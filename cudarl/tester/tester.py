@@ -176,6 +176,8 @@ class Tester:
         verdict.compile = outcome.report
         if not outcome.ok:
             verdict.outcome = Outcome.COMPILE_TIMEOUT if outcome.timed_out else Outcome.COMPILE_ERROR
+            if outcome.report.limit_exceeded:
+                verdict.outcome = Outcome.RESOURCE_LIMIT
             verdict.reasons = [outcome.report.errors or "the build failed without compiler output"]
         return outcome
 

@@ -66,6 +66,7 @@ class CompileReport(BaseModel):
     seconds: float
     kernels: list[KernelResources] = Field(default_factory=list)
     errors: str = ""  # trimmed, readable compiler errors (empty on success)
+    limit_exceeded: str = ""  # "processes" or "file size" when the build was stopped by a limit
 
 
 class TrialFailure(BaseModel):
