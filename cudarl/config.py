@@ -69,6 +69,14 @@ class SandboxConfig(_Section):
     """Run the child in a network namespace of its own (no network). Where the OS refuses,
     the verdict records that isolation was unavailable."""
 
+    isolate_pids: bool = True
+    """Run the candidate's process first in a PID namespace of its own, so that every process it
+    starts (also one that calls setsid) dies with it."""
+
+    max_processes: int = 64
+    """Most processes the child's group may hold (compilers included); above it the group is
+    killed and the verdict is ``resource_limit``. Root ignores RLIMIT_NPROC, so this is a watchdog."""
+
 
 class CorrectnessConfig(_Section):
     trials: int = 5
@@ -110,6 +118,37 @@ class TimingConfig(_Section):
     """Time budget per model; measurement ends when it is spent even if the spread is high."""
 
 
+class HardeningConfig(_Section):
+    static_rules: bool = True
+    """Run the static AST and CUDA-source rules (``cudarl.tester.static_rules``) before compiling.
+    Turn off only to see what the runtime defenses catch on their own."""
+
+    own_kernel_check: bool = True
+    """Profile one forward and require the candidate's own kernels to do the work."""
+
+    own_kernel_min_share: float = 0.5
+    """Least share of a forward's GPU kernel time that must be in the candidate's own kernels;
+    below it the candidate is rejected (``[torch-work]``): torch or cuBLAS did the work."""
+
+    poison_memory: bool = True
+    """Fill freed GPU memory with NaN bytes before each checked call (stale-result tricks)."""
+
+    fresh_timing_inputs: bool = True
+    """Give every timed call freshly generated inputs (untimed), for the reference and the
+    candidate alike, so caches keyed on pointers, shapes or contents never hit."""
+
+    reset_persisting_l2: bool = True
+    """Clear persisting-L2 lines before each timed call's flush."""
+
+    side_stream_share: float = 0.1
+    """Largest share of timed runs whose work may finish after the call's stream (a few can be
+    host hiccups); above it the candidate is rejected (``[side-stream]``)."""
+
+    drop_capabilities: bool = True
+    """The candidate's process gives up root's capabilities once CUDA is up, so it cannot reach
+    the judge's memory or descriptors through /proc."""
+
+
 class TesterConfig(_Section):
     compile: CompileConfig = Field(default_factory=CompileConfig)
     """Compile stage."""
@@ -119,6 +158,8 @@ class TesterConfig(_Section):
     """Correctness stage."""
     timing: TimingConfig = Field(default_factory=TimingConfig)
     """Timing stage."""
+    hardening: HardeningConfig = Field(default_factory=HardeningConfig)
+    """Defenses against reward hacking."""
 
 
 class CurriculumConfig(_Section):

@@ -1,16 +1,43 @@
 """The tester: judges CUDA kernel candidates (guard, compile, sandboxed run, correctness, timing).
 
-Covered: candidates that do not parse, lack ``ModelNew`` or have no CUDA kernel (guard); compile
-errors and hung builds (compile stage, trimmed errors, timeout); crashes, hangs, CUDA errors,
-early exits, memory hogs, output floods, network use and large files in the candidate (a fresh
-sandboxed child per candidate); wrong values, shapes, dtypes, NaN/Inf, tensor subclasses,
-in-place writes to inputs and size-specialized code (5 fresh trials plus 2 at the hidden shapes);
-work left on side streams (charged in timing); outputs that change during timing (re-check).
+Each evaluation is two processes. The judge (``judge``) is trusted: it holds the task's
+reference, the secret trial seeds, the expected outputs and the signed result channel, and runs
+no candidate code. The runner (``runner``) is the candidate's process: it gets seeds, returns
+outputs and timings, and never sees what it would need to fake them.
 
-Not covered yet (the reward-hacking issue): candidates that inspect or patch the harness from
-inside the child (read the seed's generator, forge the result pipe, patch torch or the timer),
-decoy kernels with torch doing the work, stale-memory reuse, result caching across calls,
-persisting-L2 tricks, and processes that escape the process group.
+Covered (each has an exploit in tests/exploits and a test that it is stopped, with the reason):
+- Broken candidates: parse errors, no ``ModelNew``, no kernel, compile errors and hung builds,
+  crashes, hangs, CUDA errors, early exits, memory hogs, output floods.
+- Torch doing the work (direct calls, try/except fallbacks, ATen from C++, inheriting ``Model``)
+  and decoy kernels: a profiled forward must spend most of its GPU time in the candidate's own
+  kernels (``[no-own-kernel]``, ``[torch-work]``); static rules refuse ``Model`` subclasses.
+- Stale memory: the reference never runs in the candidate's process, and freed GPU memory is
+  filled with NaN bytes before every checked call.
+- Input mutation, aliased outputs, views of inputs, tensor subclasses (runner checks, judged by
+  the judge on its own copy of the inputs).
+- Caching and replay (pointer, ``id()``, shape or content keyed), batch-and-skip and warm-up
+  detection: fresh inputs every trial and every timed call, two timed outputs re-checked at random
+  (``[recheck]``), and static rules against state kept across calls (``[cache]``).
+- Side streams and background threads: device-wide end events charge late work and a share of
+  late runs is rejected (``[side-stream]``); new Python threads are rejected (``[thread]``); static
+  rules refuse stream creation and threads in Python and C++.
+- Patching the timer, events, synchronize, clocks or harness functions: the harness binds them
+  before the candidate is imported, reports replacements (``[patched]``), and checks each event
+  time against the host clock (``[timer]``); static rules refuse the patching and introspection.
+- Reading the seed or expected outputs (``gc``, frames, ``/proc``, environment, files): none of it
+  is in the runner; the static rules refuse the means anyway.
+- Precision downgrades (tolerance), shape specialization (hidden-shape trials).
+- Persisting-L2 policies: reset before every timed call's flush; refused statically in the source.
+- Forged results: the tester believes only HMAC-signed messages from the judge; the runner holds
+  neither the pipe nor the key, and its own replies must echo a per-request nonce (``[channel]``).
+- Resource attacks: process count watchdog (``resource_limit``), file size limit, no network, GPU
+  memory share, a PID namespace per candidate that takes every process it started down with it,
+  capabilities dropped in the runner and a non-dumpable judge.
+
+Not covered: a candidate that escapes the static rules and then rewrites the runner's own memory
+below Python could forge its timings (not its correctness, which the judge checks); kernels that
+read other processes' GPU memory; where the OS refuses namespaces (unprivileged containers), the
+verdict's notes say which isolation was missing and process-group kills and the watchdog remain.
 """
 
 from cudarl.tester.candidate import Candidate, load_candidates

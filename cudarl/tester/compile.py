@@ -47,6 +47,9 @@ class CompileOutcome:
     timed_out: bool = False
 
 
+_BUILD_FILE_LIMIT_MB = 512  # object files of big extensions exceed the run-time limit
+
+
 class KernelModeUnsupported(Exception):
     """The candidate's sources are not literal, so kernel mode cannot see them."""
 
@@ -138,8 +141,9 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
                       sandbox: SandboxConfig, key: str) -> CompileOutcome:
     """Extension mode: the candidate's own ``load_inline`` calls, in a sandboxed child."""
     limits = ChildLimits(timeout_s=config.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
-                         file_size_limit_mb=max(sandbox.file_size_limit_mb, 512),
-                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network)
+                         file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB),
+                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network,
+                         isolate_pids=sandbox.isolate_pids, max_processes=sandbox.max_processes)
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs}
     child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)
@@ -150,12 +154,19 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
         errors = f"build timed out after {config.timeout_s:.0f} s and was killed"
     elif child.memory_exceeded:
         errors = f"build exceeded the {sandbox.memory_limit_mb} MB memory limit and was killed"
+    elif child.processes_exceeded:
+        errors = f"the candidate's import started more than {sandbox.max_processes} processes; killed"
     elif result is None:
         errors = f"build process died ({child.signal_name or f'exit code {child.exit_code}'})\n" + trim_errors(log, config.error_lines)
     elif not ok:
         errors = trim_errors(log + "\n" + "\n".join(result.get("reasons", [])), config.error_lines)
     else:
         errors = ""
+    limit = "processes" if child.processes_exceeded else (
+        "file size" if result is not None and result.get("outcome") == "resource_limit" else "")
+    if limit == "file size":
+        errors = f"the candidate wrote a file over the {limits.file_size_limit_mb} MB file size limit\n{errors}"
     report = CompileReport(mode="extension", arch=f"sm_{arch}", cache_key=key, cached=False,
-                           seconds=child.wall_s, kernels=parse_ptxas(child.stdout), errors=errors)
+                           seconds=child.wall_s, kernels=parse_ptxas(child.stdout), errors=errors,
+                           limit_exceeded=limit)
     return CompileOutcome(report=report, ok=ok, timed_out=child.timed_out)

@@ -3,14 +3,17 @@
 Also extracts the arguments of each ``load_inline`` call by evaluating literal expressions
 (string constants, names bound to them at module level, ``+`` concatenation, lists, f-strings
 without fields). That lets the kernel-only compile mode build the CUDA source without executing
-the candidate. Not covered here: deliberate reward hacks (falling back to torch ops, stream
-tricks, caching outputs) — those need a deeper checker than this guard.
+the candidate. With ``static_rules`` on, the hardening rules of ``static_rules`` run too (patching,
+introspection, caching, forbidden imports, CUDA-source tricks); the runtime defenses live in the
+judge and the runner.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+
+from cudarl.tester import static_rules
 
 _LOADERS = {"load_inline"}
 
@@ -33,6 +36,7 @@ class GuardResult:
     outcome: str = ""  # "parse_error" or "rejected" when not ok
     reasons: list[str] = field(default_factory=list)
     builds: list[InlineBuild] = field(default_factory=list)
+    kernel_names: list[str] = field(default_factory=list)  # __global__ functions in the CUDA sources
 
 
 class _Unresolved(Exception):
@@ -112,8 +116,9 @@ def _extract_build(call: ast.Call, names: dict[str, object]) -> InlineBuild:
     return build
 
 
-def inspect_source(source: str) -> GuardResult:
-    """Parse and screen a candidate; never executes it."""
+def inspect_source(source: str, static_rules_enabled: bool = True) -> GuardResult:
+    """Parse and screen a candidate; never executes it. ``static_rules_enabled=False`` keeps only
+    the basic checks (used to show what the runtime defenses catch on their own)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -142,6 +147,11 @@ def inspect_source(source: str) -> GuardResult:
         reasons.append("no CUDA kernel: the candidate never calls torch.utils.cpp_extension.load_inline")
     elif not has_kernel_text and all(b.resolved for b in builds):
         reasons.append("no CUDA kernel: the load_inline sources define no __global__ function")
+    native = "\n".join(s for s in string_constants if "__global__" in s or "torch::" in s or "#include" in s)
+    kernels = sorted(static_rules.kernel_names(native))
+    if static_rules_enabled:
+        violations = static_rules.check_python(tree) + static_rules.check_native_source(native)
+        reasons += [str(v) for v in violations]
     if reasons:
-        return GuardResult(False, "rejected", reasons, builds)
-    return GuardResult(True, builds=builds)
+        return GuardResult(False, "rejected", reasons, builds, kernels)
+    return GuardResult(True, builds=builds, kernel_names=kernels)

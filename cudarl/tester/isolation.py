@@ -6,6 +6,10 @@ Why in the child and not in ``preexec_fn``: the parent may be a threaded Ray act
 - Network: a fresh network namespace (no interfaces but a down loopback). As root that is one
   ``unshare(CLONE_NEWNET)``; otherwise a user namespace first, mapping our uid to itself.
 - Files: RLIMIT_FSIZE; core dumps off.
+- Processes: the candidate's process is the first in a new PID namespace, so when it dies
+  every process it started dies with it (also those that left the process group with setsid).
+  Root is exempt from RLIMIT_NPROC, so the tester's watchdog counts processes instead.
+- Memory and descriptors of the trusted process: it makes itself non-dumpable.
 - Address-space limits are not used: CUDA reserves terabytes of virtual address space, so the
   parent's resident-memory watchdog and torch's GPU memory fraction bound memory instead.
 """
@@ -18,6 +22,8 @@ import resource
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_DUMPABLE = 4
 
 
 def _unshare(flags: int) -> int:
@@ -57,3 +63,37 @@ def apply_limits(file_size_limit_mb: int, isolate: bool) -> dict:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     isolated, how = isolate_network() if isolate else (False, "isolation disabled by config")
     return {"network_isolated": isolated, "network": how}
+
+
+def new_pid_namespace() -> tuple[bool, str]:
+    """Put this process's next child first in a new PID namespace; (done, how or why not)."""
+    error = _unshare(_CLONE_NEWPID)
+    if error == 0:
+        return True, "own PID namespace"
+    error = _unshare(_CLONE_NEWUSER | _CLONE_NEWPID)
+    if error == 0:
+        return True, "own user and PID namespace"
+    return False, f"unshare refused ({os.strerror(error)}); leftover processes are killed by process group only"
+
+
+def fork_into_pid_namespace(close_in_parent: tuple[int, ...] = ()) -> tuple[bool, str]:
+    """Continue as the first process of a new PID namespace (a forked child); the original
+    process closes ``close_in_parent``, waits, and exits with the child's status (128 + signal
+    when killed). Why fork: after unshare(CLONE_NEWPID) the caller itself can no longer create
+    threads (EINVAL), its next child can. Call before any threads exist."""
+    done, how = new_pid_namespace()
+    if not done:
+        return done, how
+    pid = os.fork()
+    if pid == 0:
+        return True, how
+    for fd in close_in_parent:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def make_undumpable() -> bool:
+    """Make this process non-dumpable: processes of the same user without capabilities can no
+    longer open its /proc files (memory, file descriptors) or attach to it."""
+    return ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0

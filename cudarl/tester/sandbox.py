@@ -7,8 +7,10 @@ candidate could read back), watch wall time and resident memory, keep bounded he
 stderr, and read JSON-line messages from a private pipe. The child side applies its own limits
 (``cudarl.tester.isolation``) before any candidate code runs.
 
-Not covered: a candidate that forges messages on the result pipe or escapes the process group
-with setsid/double fork is out of scope here; candidates run with the harness in one process.
+When a ``key`` is given, every message must carry a valid HMAC under it (``channel.verify``);
+others are dropped and counted in ``forged_messages``. The watchdog also counts the group's
+processes (root is exempt from RLIMIT_NPROC) and kills it above ``max_processes``. Processes
+that left the group (setsid) are the PID namespace's job (``isolation``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from cudarl import env
+from cudarl.tester import channel
 
 _POLL_S = 0.05
 _MAX_MESSAGE_BYTES = 8 << 20
@@ -40,6 +43,8 @@ class ChildLimits:
     file_size_limit_mb: int = 64
     output_limit_bytes: int = 16 << 10
     isolate_network: bool = True
+    isolate_pids: bool = True
+    max_processes: int = 64
 
 
 @dataclass
@@ -53,6 +58,8 @@ class ChildOutcome:
     stderr: str
     output_truncated: bool
     messages: list[dict] = field(default_factory=list)
+    forged_messages: int = 0
+    processes_exceeded: bool = False
 
     def last(self, event: str) -> dict | None:
         """The last message of one kind (e.g. ``result``), if the child sent it."""
@@ -92,10 +99,12 @@ class _BoundedReader(threading.Thread):
 
 
 class _MessageReader(threading.Thread):
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, key: bytes | None) -> None:
         super().__init__(daemon=True)
         self.fd = fd
+        self.key = key
         self.messages: list[dict] = []
+        self.forged = 0
 
     def run(self) -> None:
         total = 0
@@ -108,22 +117,49 @@ class _MessageReader(threading.Thread):
                     message = json.loads(line)
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     continue
-                if isinstance(message, dict):
-                    self.messages.append(message)
+                if not isinstance(message, dict):
+                    continue
+                if self.key is not None and not channel.verify(message, self.key):
+                    self.forged += 1
+                    continue
+                self.messages.append(message)
 
 
-def _group_rss_bytes(root: psutil.Process) -> int:
+def _proportional_bytes(process: psutil.Process) -> int:
+    """The process's proportional set size (shared pages split among sharers), so forked
+    processes are not charged the same pages many times; resident size where PSS is unreadable."""
+    try:
+        with open(f"/proc/{process.pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return process.memory_info().rss
+
+
+def _rss(process: psutil.Process) -> int:
+    try:
+        return process.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
+def _group_usage(root: psutil.Process) -> tuple[int, int]:
+    """(memory bytes, process count) of a process and all its descendants."""
     total = 0
     try:
         processes = [root, *root.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return 0, 0
+    if len(processes) > 16:
+        return sum(_rss(p) for p in processes), len(processes)  # too many to read PSS each poll
     for process in processes:
         try:
-            total += process.memory_info().rss
+            total += _proportional_bytes(process)
         except psutil.Error:
             pass
-    return total
+    return total, len(processes)
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -137,14 +173,19 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None) -> ChildOutcome:
-    """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults."""
+def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
+              key: bytes | None = None) -> ChildOutcome:
+    """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults.
+    With ``key``, the child gets it on stdin and only messages signed with it are believed."""
     read_fd, write_fd = os.pipe()
     pythonpath = os.pathsep.join(p for p in (_package_root(), env.get(env.PYTHONPATH)) if p)
     job = {**job, "limits": {
         "file_size_limit_mb": limits.file_size_limit_mb,
         "isolate_network": limits.isolate_network,
+        "isolate_pids": limits.isolate_pids,
     }}
+    if key is not None:
+        job["key"] = key.hex()
     started = time.monotonic()
     try:
         process = subprocess.Popen(
@@ -157,7 +198,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         os.close(write_fd)
     readers = [_BoundedReader(process.stdout, limits.output_limit_bytes),
                _BoundedReader(process.stderr, limits.output_limit_bytes)]
-    messages = _MessageReader(read_fd)
+    messages = _MessageReader(read_fd, key)
     for thread in (*readers, messages):
         thread.start()
     try:
@@ -166,14 +207,18 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
     except (BrokenPipeError, OSError):
         pass  # the child died before reading its job; its exit status tells why
 
-    timed_out = memory_exceeded = False
+    timed_out = memory_exceeded = processes_exceeded = False
     watched = psutil.Process(process.pid)
     limit_bytes = limits.memory_limit_mb << 20
     while process.poll() is None:
         if time.monotonic() - started > limits.timeout_s:
             timed_out = True
             break
-        if _group_rss_bytes(watched) > limit_bytes:
+        rss, count = _group_usage(watched)
+        if count > limits.max_processes:  # first: forked processes also inflate the summed RSS
+            processes_exceeded = True
+            break
+        if rss > limit_bytes:
             memory_exceeded = True
             break
         time.sleep(_POLL_S)
@@ -184,7 +229,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         thread.join(timeout=5)
     code = process.returncode
     signal_name = signal.Signals(-code).name if code is not None and code < 0 else None
-    if timed_out or memory_exceeded:
+    if timed_out or memory_exceeded or processes_exceeded:
         signal_name = "SIGKILL"
     return ChildOutcome(
         exit_code=None if code is None or code < 0 else code,
@@ -196,4 +241,6 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         stderr=readers[1].text(),
         output_truncated=any(r.dropped for r in readers),
         messages=list(messages.messages),
+        forged_messages=messages.forged,
+        processes_exceeded=processes_exceeded,
     )

@@ -21,9 +21,11 @@ from cudarl.tester.candidate import Candidate
 from cudarl.tester.compile import (CompileCache, CompileOutcome, KernelModeUnsupported, compile_extension,
                                    compile_kernels, cuda_cflags)
 from cudarl.tester.guard import inspect_source
+from cudarl.tester.static_rules import compiled_kernel_names
 from cudarl.tester.sandbox import ChildLimits, ChildOutcome, run_child
 from cudarl.tester.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
-from cudarl.tester.verdict import CorrectnessReport, Outcome, SandboxReport, Stage, TimingReport, Verdict
+from cudarl.tester.verdict import (CorrectnessReport, HardeningReport, Outcome, SandboxReport, Stage, TimingReport,
+                                   Verdict)
 
 _NO_GPU = "no CUDA GPU on this machine"
 
@@ -45,6 +47,35 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
     return seconds
 
 
+def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
+              hidden: dict, kernel_names: list[str], cpu_correctness: bool = False) -> dict:
+    """The job the judge reads on stdin: paths, the secret seed, tolerances, every setting it needs.
+    ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests)."""
+    sandbox, hardening = config.sandbox, config.hardening
+    return {
+        "task_path": str(workdir / "reference.py"), "candidate_path": str(workdir / "candidate.py"),
+        "build_root": str(build_root), "arch": arch, "cuda_cflags": cuda_cflags(config.compile),
+        "jobs": config.compile.jobs, "seed": secrets.randbits(63), "trials": max(1, config.correctness.trials),
+        "atol": atol, "rtol": rtol, "gpu_memory_fraction": sandbox.gpu_memory_fraction,
+        "hidden": hidden, "hidden_trials": config.correctness.hidden_trials,
+        "timing": config.timing.model_dump(), "cpu_correctness": cpu_correctness,
+        "kernel_names": kernel_names, "own_kernel_check": hardening.own_kernel_check,
+        "own_kernel_min_share": hardening.own_kernel_min_share,
+        "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
+        "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
+        "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
+    }
+
+
+def child_limits(sandbox) -> ChildLimits:
+    """The sandbox settings as the limits of one child."""
+    return ChildLimits(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
+                       file_size_limit_mb=sandbox.file_size_limit_mb,
+                       output_limit_bytes=sandbox.output_limit_kb << 10,
+                       isolate_network=sandbox.isolate_network, isolate_pids=sandbox.isolate_pids,
+                       max_processes=sandbox.max_processes)
+
+
 @dataclass
 class Prepared:
     """A candidate after stages 1-2: the verdict so far and, if it compiled, where it lives."""
@@ -53,6 +84,7 @@ class Prepared:
     verdict: Verdict
     compiled: CompileOutcome | None
     workdir: Path | None
+    kernel_names: list[str] | None = None  # the candidate's own __global__ functions
 
 
 class Tester:
@@ -84,12 +116,13 @@ class Tester:
         verdict = Verdict(task_id=task.id, candidate_id=candidate.id, candidate_hash=candidate.source_hash,
                           stage=Stage.GUARD, outcome=Outcome.HARNESS_ERROR)
         started = time.monotonic()
-        guard = inspect_source(candidate.source)
+        guard = inspect_source(candidate.source, self.config.hardening.static_rules)
         verdict.stage_seconds["guard"] = time.monotonic() - started
         if not guard.ok:
             verdict.outcome = Outcome(guard.outcome)
             verdict.reasons = guard.reasons
             return Prepared(task, verdict, None, None)
+        kernel_names = guard.kernel_names
         self.scratch.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=self.scratch))
         (workdir / "candidate.py").write_text(candidate.source)
@@ -103,7 +136,8 @@ class Tester:
         if compiled is None or not compiled.ok:
             shutil.rmtree(workdir, ignore_errors=True)
             return Prepared(task, verdict, None, None)
-        return Prepared(task, verdict, compiled, workdir)
+        names = sorted(set(kernel_names) | compiled_kernel_names(compiled.report.kernels))
+        return Prepared(task, verdict, compiled, workdir, names)
 
     def run(self, prepared: "Prepared") -> Verdict:
         """Stages 3-5 in a sandboxed child, for a candidate that compiled."""
@@ -111,7 +145,8 @@ class Tester:
             return prepared.verdict
         try:
             prepared.verdict.stage = Stage.LOAD
-            self._run(prepared.task, prepared.compiled, prepared.workdir, prepared.verdict)
+            self._run(prepared.task, prepared.compiled, prepared.workdir, prepared.verdict,
+                      prepared.kernel_names or [])
             return prepared.verdict
         finally:
             shutil.rmtree(prepared.workdir, ignore_errors=True)
@@ -141,27 +176,18 @@ class Tester:
         verdict.compile = outcome.report
         if not outcome.ok:
             verdict.outcome = Outcome.COMPILE_TIMEOUT if outcome.timed_out else Outcome.COMPILE_ERROR
+            if outcome.report.limit_exceeded:
+                verdict.outcome = Outcome.RESOURCE_LIMIT
             verdict.reasons = [outcome.report.errors or "the build failed without compiler output"]
         return outcome
 
-    def _run(self, task: Task, compiled: CompileOutcome, workdir: Path, verdict: Verdict) -> None:
+    def _run(self, task: Task, compiled: CompileOutcome, workdir: Path, verdict: Verdict,
+             kernel_names: list[str]) -> None:
         sandbox = self.config.sandbox
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
-        job = {
-            "kind": "evaluate", "task_path": str(workdir / "reference.py"),
-            "candidate_path": str(workdir / "candidate.py"),
-            "build_root": str(self.cache.build_root(compiled.report.cache_key)),
-            "arch": self.arch, "cuda_cflags": cuda_cflags(self.config.compile), "jobs": self.config.compile.jobs,
-            "seed": secrets.randbits(63), "trials": max(1, self.config.correctness.trials),
-            "atol": atol, "rtol": rtol, "gpu_memory_fraction": sandbox.gpu_memory_fraction,
-            "hidden": task.hidden, "hidden_trials": self.config.correctness.hidden_trials,
-            "timing": self.config.timing.model_dump(),
-        }
-        limits = ChildLimits(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
-                             file_size_limit_mb=sandbox.file_size_limit_mb,
-                             output_limit_bytes=sandbox.output_limit_kb << 10,
-                             isolate_network=sandbox.isolate_network)
-        child = run_child("cudarl.tester.child", job, limits, cwd=workdir)
+        job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
+                        atol, rtol, task.hidden, kernel_names)
+        child = run_child("cudarl.tester.judge", job, child_limits(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,
                                         stderr=child.stderr, output_truncated=child.output_truncated)
@@ -177,6 +203,9 @@ class Tester:
         elif child.memory_exceeded:
             verdict.outcome = Outcome.MEMORY_LIMIT
             verdict.reasons = [f"host memory above {sandbox.memory_limit_mb} MB {_where(child)}; killed"]
+        elif child.processes_exceeded:
+            verdict.outcome = Outcome.RESOURCE_LIMIT
+            verdict.reasons = [f"more than {sandbox.max_processes} processes {_where(child)}; killed"]
         elif result is None:
             verdict.outcome = Outcome.CRASHED
             how = f"was killed by {child.signal_name}" if child.signal_name else f"exited with code {child.exit_code}"
@@ -185,6 +214,13 @@ class Tester:
                                + ("\n" + "\n".join(tail) if tail else "")]
         else:
             self._apply_result(result, verdict)
+        if child.forged_messages:
+            verdict.hardening = verdict.hardening or HardeningReport()
+            verdict.hardening.forged_messages = child.forged_messages
+            if verdict.correct:
+                verdict.outcome = Outcome.REJECTED
+                verdict.reasons = [f"[channel] {child.forged_messages} unauthenticated message(s) reached "
+                                   "the result channel"]
         if result is not None and result.get("outcome") == "loaded":
             verdict.skipped += [f"correctness: {_NO_GPU}", f"timing: {_NO_GPU}"]
 
@@ -198,3 +234,5 @@ class Tester:
             verdict.correctness = CorrectnessReport.model_validate(result["correctness"])
         if result.get("timing"):
             verdict.timing = TimingReport.model_validate(result["timing"])
+        if result.get("hardening"):
+            verdict.hardening = HardeningReport.model_validate(result["hardening"])

@@ -8,7 +8,14 @@ H200 (benchmarks/timing_stability.py): charging every run the device-synchronize
 10-20 us host latency that differed between processes, spreading medians of a 0.2 ms kernel by
 5-10% across fresh processes. Warm-up runs come first (by count and by time, so clocks ramp up); runs repeat until the relative standard error of
 the mean is under the target or the time budget is spent. The reference is timed the same way
-in the same process, so the speedup is a ratio of two live measurements.
+in the same way (in the judge's process), so the speedup is a ratio of two live measurements.
+
+Hardening: every timed call may get fresh inputs (``prepare``, untimed), so a cache keyed on
+pointers, shapes or contents never hits and work cannot be batched ahead; persisting-L2 lines
+are reset before each flush (``before_sample``); the functions used here are bound when this
+module is imported, before any candidate runs, so patching torch or the clocks changes nothing;
+and each sample's event time must fit inside the host-clock time measured around it (a forged
+or misplaced event shows up in ``clock_violations``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,17 @@ from cudarl import _compat
 from cudarl.config import TimingConfig
 from cudarl.tester.verdict import TimingStats
 
+# Bound before any candidate is imported (see the module docstring).
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed = torch.cuda.Event.elapsed_time
+_event_synchronize = torch.cuda.Event.synchronize
+_clock = time.perf_counter
+_monotonic = time.monotonic
+
 _FALLBACK_L2_BYTES = 64 << 20
+_CLOCK_TOLERANCE_MS = 0.05
 _LAUNCH_COVER_CYCLES = 200_000  # about 100 us at 2 GHz
 
 
@@ -45,66 +62,82 @@ def summarize(samples_ms: list[float]) -> TimingStats:
                        min_ms=min(samples_ms), count=count, rse=rse)
 
 
-def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tuple[float, float, object]:
-    """One timed call: (stream ms, device ms, output).
+def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tuple[float, float, float, object]:
+    """One timed call: (stream ms, device ms, host ms, output).
 
     The start event, the call, an end event on the current stream, then a device-wide
     synchronize and a second end event. Stream time excludes the host's wake-up latency after
     the synchronize (10-20 us, varying by process); device time includes any work the call left
-    on other streams."""
+    on other streams; host time brackets both events, so it can never be shorter."""
     start, end_stream, end_device = events
-    torch.cuda.synchronize(flush.device)
+    _synchronize(flush.device)
     flush.fill_(1)
     _compat.gpu_busy_wait(_LAUNCH_COVER_CYCLES)  # the GPU is busy while the host launches the call
-    start.record()
+    host_start = _clock()
+    _record(start)
     output = call()
-    end_stream.record()
-    torch.cuda.synchronize(flush.device)
-    end_device.record()
-    end_device.synchronize()
-    return start.elapsed_time(end_stream), start.elapsed_time(end_device), output
+    _record(end_stream)
+    _synchronize(flush.device)
+    _record(end_device)
+    _event_synchronize(end_device)
+    host_ms = (_clock() - host_start) * 1000.0
+    return _elapsed(start, end_stream), _elapsed(start, end_device), host_ms, output
 
 
 def _sync_slack_ms(flush: torch.Tensor, events: list, runs: int = 30) -> float:
     """How much later than the stream's end the device-synchronized end event lands for a call
     that does nothing: the host latency, to be allowed for before blaming the candidate."""
-    gaps = sorted(device - stream for stream, device, _ in (_sample(lambda: None, flush, events) for _ in range(runs)))
+    gaps = sorted(device - stream for stream, device, _, _ in (_sample(lambda: None, flush, events) for _ in range(runs)))
     return max(0.02, 2 * gaps[int(0.9 * (len(gaps) - 1))])
 
 
-def time_callable(call: Callable[[], object], flush: torch.Tensor, config: TimingConfig,
-                  on_output: Callable[[object], None] | None = None) -> TimingStats:
-    """Time ``call`` (which runs the model on fixed inputs); ``on_output`` sees the last output.
+def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: TimingConfig,
+                  prepare: Callable[[int], None] | None = None,
+                  on_sample: Callable[[int, object], None] | None = None,
+                  before_sample: Callable[[], None] | None = None) -> TimingStats:
+    """Time ``call(k)`` for samples k = 0, 1, ...; warm-up calls get k = -1.
 
+    ``prepare(k)`` runs untimed before call k (fresh inputs); ``before_sample()`` runs untimed
+    before each flush (persisting-L2 reset); ``on_sample(k, output)`` sees each timed output.
     Each sample is the stream time unless the device-wide synchronize finished later than the
     host latency explains, which means the call left work on other streams: then the sample
     is the device time, and ``off_stream_runs`` counts it."""
     device = flush.device
-    output = None
-    warm_until = time.monotonic() + config.warmup_s
+    warm_until = _monotonic() + config.warmup_s
     runs = 0
-    while runs < config.warmup_runs or time.monotonic() < warm_until:
-        output = call()
+    if prepare is not None:
+        prepare(-1)
+    while runs < config.warmup_runs or _monotonic() < warm_until:
+        call(-1)
         runs += 1
         if runs % 8 == 0:
-            torch.cuda.synchronize(device)  # keep the host from queueing far ahead of the GPU
-    torch.cuda.synchronize(device)
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            _synchronize(device)  # keep the host from queueing far ahead of the GPU
+    _synchronize(device)
+    events = [_Event(enable_timing=True) for _ in range(3)]
     slack = _sync_slack_ms(flush, events)
     samples: list[float] = []
-    off_stream = 0
-    deadline = time.monotonic() + config.budget_s
+    off_stream = clock_violations = 0
+    deadline = _monotonic() + config.budget_s
     while len(samples) < config.max_runs:
-        stream_ms, device_ms, output = _sample(call, flush, events)
+        index = len(samples)
+        if prepare is not None:
+            prepare(index)
+        if before_sample is not None:
+            before_sample()
+        stream_ms, device_ms, host_ms, output = _sample(lambda: call(index), flush, events)
+        if stream_ms > host_ms + _CLOCK_TOLERANCE_MS:
+            clock_violations += 1
         if device_ms - stream_ms > slack:
             off_stream += 1
             samples.append(device_ms)
         else:
             samples.append(stream_ms)
+        if on_sample is not None:
+            on_sample(index, output)
+        del output
         if len(samples) >= config.min_runs:
             stats = summarize(samples)
-            if stats.rse < config.target_rse or time.monotonic() > deadline:
+            if stats.rse < config.target_rse or _monotonic() > deadline:
                 break
-    if on_output is not None:
-        on_output(output)
-    return summarize(samples).model_copy(update={"off_stream_runs": off_stream})
+    return summarize(samples).model_copy(update={"off_stream_runs": off_stream,
+                                                 "clock_violations": clock_violations})

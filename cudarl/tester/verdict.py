@@ -29,7 +29,7 @@ class Outcome(str, Enum):
     PASSED = "passed"  # correct and timed
     CORRECT = "correct"  # correct, timing disabled
     COMPILED = "compiled"  # stages 1-2 only (no GPU here)
-    REJECTED = "rejected"  # the static guard refused it
+    REJECTED = "rejected"  # a hardening rule refused it (static or at run time); reasons name the rule
     PARSE_ERROR = "parse_error"
     COMPILE_ERROR = "compile_error"
     COMPILE_TIMEOUT = "compile_timeout"
@@ -39,6 +39,7 @@ class Outcome(str, Enum):
     CRASHED = "crashed"  # the child died (signal, os._exit) without a verdict
     TIMEOUT = "timeout"  # the child ran past its wall-clock limit and was killed
     MEMORY_LIMIT = "memory_limit"  # host or GPU memory limit exceeded
+    RESOURCE_LIMIT = "resource_limit"  # too many processes or too large a file
     INCORRECT = "incorrect"
     HARNESS_ERROR = "harness_error"  # the tester itself failed (not the candidate's fault)
 
@@ -65,6 +66,7 @@ class CompileReport(BaseModel):
     seconds: float
     kernels: list[KernelResources] = Field(default_factory=list)
     errors: str = ""  # trimmed, readable compiler errors (empty on success)
+    limit_exceeded: str = ""  # "processes" or "file size" when the build was stopped by a limit
 
 
 class TrialFailure(BaseModel):
@@ -94,6 +96,7 @@ class TimingStats(BaseModel):
     count: int
     rse: float
     off_stream_runs: int = 0  # runs whose work outlasted the stream (charged device time)
+    clock_violations: int = 0  # runs whose event time exceeded the host clock around them
 
 
 class TimingReport(BaseModel):
@@ -102,6 +105,24 @@ class TimingReport(BaseModel):
     speedup: float  # reference median / candidate median
     l2_flush_bytes: int
     device: str
+
+
+class KernelLaunch(BaseModel):
+    """A kernel seen in the profiled forward."""
+
+    name: str
+    microseconds: float
+    launches: int
+    own: bool  # one of the candidate's own kernels
+
+
+class HardeningReport(BaseModel):
+    """What the runtime defenses saw (empty when the run stopped before them)."""
+
+    kernels: list[KernelLaunch] = Field(default_factory=list)
+    own_time_share: float | None = None  # share of forward's kernel time in the candidate's kernels
+    notes: list[str] = Field(default_factory=list)  # isolation applied, checks skipped and why
+    forged_messages: int = 0  # unauthenticated messages on the result channel (ignored)
 
 
 class SandboxReport(BaseModel):
@@ -128,6 +149,7 @@ class Verdict(BaseModel):
     correctness: CorrectnessReport | None = None
     timing: TimingReport | None = None
     sandbox: SandboxReport | None = None
+    hardening: HardeningReport | None = None
     stage_seconds: dict[str, float] = Field(default_factory=dict)
 
     @property

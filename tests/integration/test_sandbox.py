@@ -1,6 +1,7 @@
 """Stage 3 on a machine without a GPU: hostile or broken candidates run in the real sandboxed
-child (real processes, real limits) and each gets its verdict within its timeout, while the
-caller carries on. Candidates compile (kernel mode) first, as in production."""
+processes (judge and runner, real limits) and each gets its verdict within its timeout, while the
+caller carries on. Candidates compile (kernel mode) first, as in production. The static rules are
+off here, so that what is shown is the sandbox, not the guard's refusal."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ HANG_TIMEOUT_S = 15.0
 
 
 def _tester(cache_root, timeout_s: float) -> Tester:
-    config = make_tester_config(compile={"mode": "kernel"},
-                                sandbox={"timeout_s": timeout_s, "memory_limit_mb": 1024, "output_limit_kb": 4})
+    config = make_tester_config(compile={"mode": "kernel"}, hardening={"static_rules": False},
+                                sandbox={"timeout_s": timeout_s, "memory_limit_mb": 2048, "output_limit_kb": 4})
     return Tester(config, cache_root=cache_root)
 
 
@@ -54,13 +55,13 @@ def test_hang_is_killed_at_the_timeout(cache_root):
 def test_segfault_is_a_crash_naming_the_signal(tester):
     verdict, _ = judge(tester, "import ctypes\nctypes.string_at(0)")
     assert verdict.outcome == Outcome.CRASHED
-    assert verdict.sandbox.signal == "SIGSEGV" and "SIGSEGV" in verdict.reasons[0]
+    assert "killed by SIGSEGV" in verdict.reasons[0]
 
 
 def test_os_exit_before_reporting_is_a_crash_with_the_exit_code(tester):
     verdict, _ = judge(tester, "import os\nos._exit(3)")
     assert verdict.outcome == Outcome.CRASHED
-    assert verdict.sandbox.exit_code == 3 and "exited with code 3" in verdict.reasons[0]
+    assert "exited with code 3" in verdict.reasons[0]
 
 
 def test_stdout_flood_is_truncated_and_the_verdict_still_arrives(tester):
@@ -95,9 +96,9 @@ def test_network_is_unreachable_from_the_candidate(tester):
 
 
 def test_memory_hog_is_killed_by_the_watchdog(tester):
-    verdict, _ = judge(tester, "hog = b'x' * (3 * 1024 ** 3)  # written, so resident")
+    verdict, _ = judge(tester, "hog = b'x' * (4 * 1024 ** 3)  # written, so resident")
     assert verdict.outcome == Outcome.MEMORY_LIMIT, verdict.reasons
-    assert "1024 MB" in verdict.reasons[0]
+    assert "2048 MB" in verdict.reasons[0]
 
 
 def test_exception_at_import_is_a_load_error_with_a_readable_traceback(tester):
@@ -109,6 +110,6 @@ def test_exception_at_import_is_a_load_error_with_a_readable_traceback(tester):
 def test_file_size_limit_stops_large_writes(tester):
     code = "with open('big.bin', 'wb') as f:\n    f.write(b'x' * (100 * 1024 * 1024))"
     verdict, _ = judge(tester, code)
-    # RLIMIT_FSIZE delivers SIGXFSZ: the write never completes.
-    assert verdict.outcome in (Outcome.CRASHED, Outcome.LOAD_ERROR)
-    assert verdict.outcome != Outcome.COMPILED
+    # RLIMIT_FSIZE: Python ignores SIGXFSZ, so the write fails with EFBIG.
+    assert verdict.outcome == Outcome.RESOURCE_LIMIT, verdict.reasons
+    assert "File too large" in verdict.reasons[0]

@@ -1,0 +1,229 @@
+"""Runtime defenses used inside the runner (the candidate's process) and by the judge.
+
+What each one is for:
+- ``Originals``: the harness binds torch's timing and synchronization functions (and the host
+  clocks) before the candidate is imported, calls only those, and afterwards names any that the
+  candidate replaced (``[patched]``). Patching therefore cannot change a measurement.
+- ``poison_free_memory``: fills every free block of the CUDA caching allocator with 0xFF bytes
+  (NaN in every float format) before a checked call, so an output that is only partly written
+  cannot inherit right values from earlier work (the freed-result trick).
+- ``reset_persisting_l2``: clears persisting-L2 lines before each timed call, so an access policy
+  window set by a kernel cannot survive the L2 flush.
+- ``aliasing``: outputs must own their memory (not a view of an input, not shared between outputs).
+- ``new_threads``: Python threads the candidate started and left running.
+- ``profile_kernels`` and ``own_kernel_share``: which kernels a forward launched (through the
+  profiler), and whether the candidate's own kernels did the work.
+- ``drop_capabilities``: the runner gives up root's capabilities after CUDA is initialized; with
+  the judge non-dumpable (``isolation.make_undumpable``), the runner cannot read or write the
+  judge's memory or file descriptors through /proc.
+
+Not covered: a candidate that writes into the runner's own memory below Python (blocked by the
+static rules, not by these checks); GPU kernels that read another process's memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from cudarl.tester.static_rules import kernel_base_name
+
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_CAPSET_SYSCALL = {"x86_64": 126, "aarch64": 91}
+_CUDA_LIMIT_PERSISTING_L2 = 0x06
+
+WATCHED = (
+    "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize", "torch.cuda.synchronize", "torch.cuda.current_stream",
+    "torch.Tensor.clone", "torch.Tensor.cpu", "torch.Tensor.fill_", "torch.Tensor.contiguous", "torch.manual_seed",
+    "torch.randn", "torch.rand", "torch.randint", "torch.empty",
+    "time.perf_counter", "time.monotonic", "time.time",
+)
+
+
+def _resolve(path: str) -> object:
+    import importlib
+
+    parts = path.split(".")
+    value: object = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        value = getattr(value, part)
+    return value
+
+
+class Originals:
+    """Functions bound before the candidate runs; ``changed()`` names those later replaced."""
+
+    def __init__(self, paths: tuple[str, ...] = WATCHED) -> None:
+        self.bound = {path: _resolve(path) for path in paths}
+        self.code = {path: getattr(fn, "__code__", None) for path, fn in self.bound.items()}
+
+    def changed(self) -> list[str]:
+        replaced = []
+        for path, original in self.bound.items():
+            try:
+                current = _resolve(path)
+            except AttributeError:
+                replaced.append(path)
+                continue
+            if current is not original or getattr(current, "__code__", None) is not self.code[path]:
+                replaced.append(path)
+        return replaced
+
+
+def poison_free_memory(device: torch.device) -> int:
+    """Fill the caching allocator's free blocks with 0xFF; returns the bytes poisoned."""
+    if device.type != "cuda":
+        return 0
+    sizes = sorted((block["size"] for segment in torch.cuda.memory_snapshot()
+                    for block in segment.get("blocks", []) if block.get("state") == "inactive"),
+                   reverse=True)
+    held, poisoned = [], 0
+    for size in sizes:
+        try:
+            block = torch.empty(size, dtype=torch.uint8, device=device)
+        except torch.cuda.OutOfMemoryError:
+            break
+        block.fill_(0xFF)
+        held.append(block)
+        poisoned += size
+    del held
+    return poisoned
+
+
+def _cudart() -> ctypes.CDLL | None:
+    """The CUDA runtime library torch loaded (found in this process's memory map)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libcudart.so" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
+
+
+class PersistingL2Reset:
+    """Clears persisting-L2 lines and pins the persisting set-aside to zero, per timed call."""
+
+    def __init__(self) -> None:
+        self.library = _cudart()
+        self.available = self.library is not None and hasattr(self.library, "cudaCtxResetPersistingL2Cache")
+
+    def __call__(self) -> None:
+        if self.available:
+            self.library.cudaDeviceSetLimit(_CUDA_LIMIT_PERSISTING_L2, ctypes.c_size_t(0))
+            self.library.cudaCtxResetPersistingL2Cache()
+
+
+def aliasing(outputs: list, inputs: list) -> str:
+    """Empty when every output tensor owns its memory; else what it shares memory with."""
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+    outs = [(i, o) for i, o in enumerate(outputs) if isinstance(o, torch.Tensor) and o.numel()]
+    ins = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.numel()]
+    for i, out in outs:
+        lo, hi = span(out)
+        for j, value in ins:
+            a, b = span(value)
+            if lo < b and a < hi:
+                return f"[alias] output {i} shares memory with input {j} (outputs must be new tensors)"
+        for j, other in outs:
+            a, b = span(other)
+            if j > i and lo < b and a < hi:
+                return f"[alias] outputs {i} and {j} share memory"
+    return ""
+
+
+def thread_idents() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def new_threads(baseline: set[int]) -> list[str]:
+    """Names of live Python threads that were not there at ``baseline``."""
+    return sorted(t.name for t in threading.enumerate() if t.ident not in baseline and t.is_alive())
+
+
+@dataclass
+class KernelTime:
+    name: str
+    microseconds: float
+    launches: int
+
+
+def profile_kernels(call, device: torch.device) -> tuple[object, list[KernelTime] | None, str]:
+    """Run ``call`` under the profiler: (its output, GPU kernels it ran, why none if unavailable)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        output = call()
+        torch.cuda.synchronize(device)
+    kernels: dict[str, KernelTime] = {}
+    gpu_events = 0
+    for event in prof.events():
+        if getattr(event.device_type, "name", "") != "CUDA":
+            continue
+        gpu_events += 1
+        if re.match(r"(Memcpy|Memset)", event.name):
+            continue
+        item = kernels.setdefault(event.name, KernelTime(event.name, 0.0, 0))
+        item.microseconds += float(event.time_range.elapsed_us())
+        item.launches += 1
+    if not gpu_events:
+        return output, None, "the profiler recorded no GPU activity (CUPTI unavailable?)"
+    return output, sorted(kernels.values(), key=lambda k: -k.microseconds), ""
+
+
+_FOREIGN_NAMESPACES = ("at::", "c10::", "cutlass", "cublas", "cudnn", "flash", "triton", "nvjet", "sm90_xmma")
+
+
+def is_own_kernel(name: str, own_names: set[str]) -> bool:
+    lowered = name.removeprefix("void ").lower()
+    if any(lowered.startswith(ns) for ns in _FOREIGN_NAMESPACES) or "::native::" in name:
+        return False
+    return kernel_base_name(name) in own_names
+
+
+def own_kernel_share(kernels: list[KernelTime], own_names: set[str]) -> tuple[float, list[KernelTime], list[KernelTime]]:
+    """(share of kernel time in the candidate's own kernels, own kernels, other kernels)."""
+    own = [k for k in kernels if is_own_kernel(k.name, own_names)]
+    other = [k for k in kernels if not is_own_kernel(k.name, own_names)]
+    total = sum(k.microseconds for k in kernels)
+    share = sum(k.microseconds for k in own) / total if total > 0 else 0.0
+    return share, own, other
+
+
+def drop_capabilities() -> str:
+    """Give up every capability (root included) and forbid regaining privileges."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    number = _CAPSET_SYSCALL.get(platform.machine())
+    if number is None:
+        return f"capabilities kept (no capset number for {platform.machine()})"
+    for capability in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.syscall(number, header, data) != 0:
+        return f"capabilities kept (capset failed: errno {ctypes.get_errno()})"
+    return "capabilities dropped"
+
+
+def host_clock() -> float:
+    """The host clock the harness uses, bound before any candidate runs."""
+    return _perf_counter()
+
+
+_perf_counter = time.perf_counter

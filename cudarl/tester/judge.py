@@ -1,0 +1,356 @@
+"""The judge: the trusted half of an evaluation (``python -m cudarl.tester.judge --result-fd N``).
+
+It runs no candidate code. It loads the task's reference, draws the secret trial seeds, starts the
+runner (the candidate's process) and asks it for outputs, which it compares with the reference
+outputs it computed itself; it times the reference in its own process; and it signs the result
+it sends to the tester. Everything the candidate could tamper with (the reference, the expected
+outputs, the seeds of trials not yet run, the result pipe and its key) lives here, out of reach.
+
+Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
+problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
+own kernels did the work (profiled trial), re-checks of two timed outputs chosen at random,
+side-stream lateness, and event times against the host clock. Verdict messages follow the same
+``hello``/``stage``/``result`` protocol as the compile child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cudarl.tester import channel
+from cudarl.tester.child import describe_exception, make_inputs
+
+_RESULT_FD = -1
+_KEY = b""
+_CHANNEL_TAG = "[channel]"
+
+
+def send(event: str, **fields) -> None:
+    message = channel.sign({"event": event, "t": time.time(), **fields}, _KEY)
+    os.write(_RESULT_FD, (json.dumps(message, default=str) + "\n").encode())
+
+
+def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
+    send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class RunnerGone(Exception):
+    pass
+
+
+class RunnerLink:
+    """The judge's end of the runner: requests with fresh nonces, replies checked against them."""
+
+    def __init__(self, isolate_pids: bool) -> None:
+        request_read, self.request_write = os.pipe()
+        self.reply_read, reply_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write),
+             "pid-namespace" if isolate_pids else "shared-pids"],
+            stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
+        os.close(request_read)
+        os.close(reply_write)
+
+    def ask(self, op: str, stage: str, **fields) -> tuple[dict, list[bytes]]:
+        nonce = secrets.token_hex(16)
+        try:
+            channel.write_frame(self.request_write, {"op": op, "nonce": nonce, "stage": stage, **fields})
+            reply, blobs = channel.read_frame(self.reply_read)
+        except (EOFError, BrokenPipeError) as exc:
+            raise RunnerGone(str(exc)) from exc
+        except channel.ChannelError as exc:
+            finish("rejected", stage, [f"{_CHANNEL_TAG} the runner sent a frame the harness did not write: {exc}"])
+        if reply.get("nonce") != nonce or reply.get("op") != op:
+            finish("rejected", stage, [f"{_CHANNEL_TAG} a reply without the request's nonce arrived (forged message)"])
+        return reply, blobs
+
+    def death(self) -> tuple[str, str]:
+        """(outcome, reason) once the runner is gone."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if code > 128:  # the runner's first process reports a killed namespace child as 128 + signal
+            code = 128 - code
+        if code == -signal.SIGXFSZ:
+            return "resource_limit", "the candidate wrote a file larger than the file size limit (SIGXFSZ)"
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return "crashed", f"the candidate's process {how} without answering"
+
+    def close(self) -> None:
+        try:
+            channel.write_frame(self.request_write, {"op": "quit", "nonce": ""})
+        except OSError:
+            pass
+
+
+def _outputs_from(reply: dict, blobs: list[bytes], device) -> tuple[object, str]:
+    """Rebuild the runner's outputs; a subclass or a non-tensor is described, not rebuilt."""
+    values, cursor = [], 0
+    for meta in reply["outputs"]:
+        if meta.get("kind") == "tensor":
+            values.append(channel.blob_to_tensor(meta, blobs[cursor], device))
+            cursor += 1
+        elif meta.get("kind") == "subclass":
+            return None, f"output is a tensor subclass ({meta.get('type')}); a plain torch.Tensor is required"
+        else:
+            values.append(meta.get("value"))
+    return (tuple(values) if reply.get("nested") else values[0]), ""
+
+
+class Judge:
+    def __init__(self, job: dict) -> None:
+        import torch
+
+        from cudarl.tester.loading import import_source
+
+        self.torch = torch
+        self.job = job
+        secret = random.Random(job.pop("seed"))
+        self.secret = secret
+        self.init_seed = secret.getrandbits(62)
+        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        self.reference = import_source(Path(job["task_path"]), "cudarl_reference")
+        self.report = {"trials_run": 0, "trials_passed": 0, "hidden_trials_run": 0, "hidden_trials_passed": 0,
+                       "atol": job["atol"], "rtol": job["rtol"], "max_abs_error": 0.0, "max_rel_error": 0.0,
+                       "first_failure": None}
+        self.hardening: dict = {"kernels": [], "own_time_share": None, "notes": []}
+        self.link: RunnerLink | None = None
+        self.model = None
+
+    def build_reference(self) -> None:
+        self.torch.manual_seed(self.init_seed)
+        self.model = self.reference.Model(*self.reference.get_init_inputs()).to(self.device).eval()
+
+    def inputs_for(self, seed: int) -> list:
+        self.torch.manual_seed(seed)
+        return make_inputs(self.reference, self.device)
+
+    def expected_for(self, seed: int) -> tuple[object, list]:
+        inputs = self.inputs_for(seed)
+        with self.torch.no_grad():
+            out = self.model(*[v.clone() if isinstance(v, self.torch.Tensor) else v for v in inputs])
+        return out, inputs
+
+    def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
+        finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
+
+    def ask(self, op: str, stage: str, **fields) -> tuple[dict, list[bytes]]:
+        try:
+            reply, blobs = self.link.ask(op, stage, **fields)
+        except RunnerGone:
+            outcome, reason = self.link.death()
+            self.fail(outcome, stage, [f"{reason} (during {stage})"])
+        if not reply.get("ok"):
+            self.fail(reply.get("outcome", "runtime_error"), stage, list(reply.get("reasons", [])))
+        return reply, blobs
+
+    def problems_verdict(self, problems: list[str], stage: str, label: str) -> None:
+        for problem in problems:
+            tag = problem.split("]")[0] + "]" if problem.startswith("[") else ""
+            if tag in ("[alias]", "[thread]", "[patched]", _CHANNEL_TAG):
+                self.fail("rejected", stage, [f"{label}: {problem}"])
+        if problems:
+            self.fail("incorrect", stage, [f"{label}: {problems[0]}"])
+
+    def check_trial(self, label: str, number: int, seed: int, key: str, profile: bool) -> None:
+        from cudarl.tester import correctness
+        from cudarl.tester.runner import input_fingerprint
+
+        self.send_stage("correctness", trial=number if key == "trials" else f"hidden {number}")
+        expected, inputs = self.expected_for(seed)
+        reply, blobs = self.ask("trial", "correctness", seed=seed, profile=profile, poison=self.job["poison_memory"])
+        self.report[f"{key}_run"] += 1
+        where = f"{label} {number}"
+        if reply["fingerprint"] != input_fingerprint(inputs):
+            self.fail("harness_error", "correctness",
+                      [f"{where}: the runner generated different inputs than the judge for the same seed "
+                       "(nondeterministic get_inputs, or the candidate changed input generation)"])
+        self.problems_verdict(reply["problems"], "correctness", where)
+        output, problem = _outputs_from(reply, blobs, self.device)
+        result = correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"]) \
+            if not problem else correctness.Comparison(False, problem)
+        self.report["max_abs_error"] = max(self.report["max_abs_error"], result.max_abs_error)
+        self.report["max_rel_error"] = max(self.report["max_rel_error"], result.max_rel_error)
+        if not result.ok:
+            index = number if key == "trials" else self.report["trials_run"] + number
+            self.report["first_failure"] = {"trial": index, "reason": f"{where}: {result.reason}"}
+            self.fail("incorrect", "correctness", [f"{where}: {result.reason}"])
+        self.report[f"{key}_passed"] += 1
+        if profile:
+            self.judge_kernels(reply)
+
+    def judge_kernels(self, reply: dict) -> None:
+        from cudarl.tester.hardening import KernelTime, own_kernel_share
+
+        if reply.get("kernels") is None:
+            self.hardening["notes"].append(f"own-kernel check skipped: {reply.get('profile_note') or 'no GPU'}")
+            return
+        kernels = [KernelTime(**k) for k in reply["kernels"]]
+        own_names = set(self.job["kernel_names"])
+        share, own, other = own_kernel_share(kernels, own_names)
+        self.hardening["own_time_share"] = share
+        self.hardening["kernels"] = [{"name": k.name[:200], "microseconds": k.microseconds, "launches": k.launches,
+                                      "own": k in own} for k in kernels[:20]]
+        others = ", ".join(f"{k.name[:80]} ({k.microseconds:.0f} us)" for k in other[:3]) or "nothing"
+        if not own:
+            self.fail("rejected", "correctness",
+                      [f"[no-own-kernel] none of the candidate's kernels ({', '.join(sorted(own_names)) or 'none found'})"
+                       f" ran in forward; the GPU ran: {others}"])
+        if share < self.job["own_kernel_min_share"]:
+            self.fail("rejected", "correctness",
+                      [f"[torch-work] only {share:.0%} of forward's GPU kernel time was in the candidate's kernels;"
+                       f" the rest: {others}"])
+
+    def send_stage(self, stage: str, **fields) -> None:
+        send("stage", stage=stage, **fields)
+
+
+def run(job: dict) -> None:
+    send("stage", stage="load")
+    link = RunnerLink(job["isolate_pids"])  # first, so the runner imports torch while the judge does
+    judge = Judge(job)
+    judge.link = link
+    torch = judge.torch
+    if judge.device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])
+    try:
+        judge.build_reference()
+    except BaseException as exc:  # noqa: BLE001
+        finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+    reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
+                         build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
+                         jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],
+                         drop_capabilities=job["drop_capabilities"])
+    judge.hardening["notes"] += reply.get("notes", [])
+    if judge.device.type != "cuda" and not job.get("cpu_correctness"):
+        finish("loaded", "load", hardening=judge.hardening)
+
+    trial_seeds = [judge.secret.getrandbits(62) for _ in range(job["trials"])]
+    profiled = min(1, len(trial_seeds) - 1)
+    for number, seed in enumerate(trial_seeds):
+        judge.check_trial("trial", number, seed, "trials", profile=job["own_kernel_check"] and number == profiled)
+    if job.get("hidden"):
+        defaults = {name: getattr(judge.reference, name) for name in job["hidden"]}
+        set_constants(judge, job["hidden"], "correctness")
+        for number in range(job["hidden_trials"]):
+            judge.check_trial("hidden-shape trial", number, judge.secret.getrandbits(62), "hidden_trials", False)
+        raise_if_patched(judge)
+        if job["timing"]["enabled"] and judge.device.type == "cuda":
+            set_constants(judge, defaults, "timing")
+    raise_if_patched(judge)
+    finish_timed(judge, job)
+
+
+def set_constants(judge: Judge, constants: dict, stage: str) -> None:
+    """Switch both sides to another shape set (the task's module constants), rebuilding the models."""
+    for name, value in constants.items():
+        setattr(judge.reference, name, value)
+    judge.build_reference()
+    judge.ask("rebuild", stage, constants=constants)
+
+
+def raise_if_patched(judge: Judge) -> None:
+    reply, _ = judge.ask("patched", "correctness")
+    judge.problems_verdict(reply["problems"], "correctness", "after the trials")
+
+
+def finish_timed(judge: Judge, job: dict) -> None:
+    from cudarl.config import TimingConfig
+    from cudarl.tester import correctness, timing
+
+    torch = judge.torch
+    if not job["timing"]["enabled"] or judge.device.type != "cuda":
+        finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
+    config = TimingConfig(**job["timing"])
+    base = judge.secret.getrandbits(40) << 20
+    flush = timing.l2_flush_buffer(judge.device)
+    state: dict = {"inputs": None}
+
+    fresh = job["fresh_timing_inputs"]
+
+    def prepare(index: int) -> None:
+        if fresh or index < 0:
+            state["inputs"] = None
+            state["inputs"] = judge.inputs_for(base + index if fresh else base - 1)
+
+    judge.send_stage("timing", model="reference")
+    with torch.no_grad():
+        ref_stats = timing.time_callable(lambda _k: judge.model(*state["inputs"]), flush, config, prepare=prepare)
+    judge.send_stage("timing", model="candidate")
+    started = time.monotonic()
+    reply, blobs = judge.ask("time", "timing", base_seed=base, timing=job["timing"],
+                             pick_seed=judge.secret.getrandbits(62), fresh_inputs=fresh,
+                             reset_l2=job["reset_persisting_l2"])
+    wall_ms = (time.monotonic() - started) * 1000.0
+    judge.problems_verdict(reply["problems"], "timing", "timing")
+    cursor = 0
+    for check in reply["checks"]:
+        count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
+        output, problem = _outputs_from({"outputs": check["outputs"], "nested": len(check["outputs"]) > 1},
+                                        blobs[cursor:cursor + count], judge.device)
+        cursor += count
+        expected, _ = judge.expected_for(int(check["seed"]))
+        result = correctness.compare_outputs(output, expected, job["atol"], job["rtol"]) \
+            if not problem else correctness.Comparison(False, problem)
+        if not result.ok:
+            call = int(check["seed"]) - base
+            judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
+                                               f"was wrong: {result.reason}"])
+    from cudarl.tester.verdict import TimingStats
+
+    cand_stats = TimingStats.model_validate(reply["stats"])
+    if cand_stats.clock_violations:
+        judge.fail("rejected", "timing", [f"[timer] {cand_stats.clock_violations} timed run(s) reported more "
+                                          "event time than the host clock measured around them"])
+    if cand_stats.mean_ms * cand_stats.count > wall_ms:
+        judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
+                                          "clock measured for the whole timing request"])
+    if cand_stats.off_stream_runs > max(2, job["side_stream_share"] * cand_stats.count):
+        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.off_stream_runs} of {cand_stats.count} "
+                                          "timed runs, work finished after the call's stream was done "
+                                          "(work must run on the current stream)"])
+    judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
+    timing_report = {
+        "candidate": cand_stats.model_dump(), "reference": ref_stats.model_dump(),
+        "speedup": ref_stats.median_ms / cand_stats.median_ms if cand_stats.median_ms > 0 else 0.0,
+        "l2_flush_bytes": flush.numel(), "device": torch.cuda.get_device_name(judge.device),
+    }
+    judge.link.close()
+    finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
+
+
+def main() -> None:
+    global _RESULT_FD, _KEY
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--result-fd", type=int, required=True)
+    _RESULT_FD = parser.parse_args().result_fd
+    job = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    _KEY = bytes.fromhex(job.pop("key"))
+    from cudarl.tester.isolation import apply_limits, make_undumpable
+
+    applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
+    applied["undumpable"] = make_undumpable()
+    send("hello", pid=os.getpid(), **applied)
+    try:
+        run(job)
+    except BaseException as exc:  # noqa: BLE001 - a judge failure is the harness's, never the candidate's pass
+        finish("harness_error", "load", [f"the judge failed: {describe_exception(exc)}"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""The runner: the only process that executes the candidate. Untrusted by design.
+
+Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD``) in its own PID
+namespace where the OS allows it, so every process the candidate starts dies with it. It never
+sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
+tester's result pipe or its key. It answers the judge's requests one at a time:
+
+- ``load``: import the candidate (after CUDA is up and capabilities are dropped), build ``ModelNew``;
+- ``rebuild``: rebuild ``ModelNew`` at the hidden shapes;
+- ``trial``: generate inputs from a seed (as the judge does), poison free GPU memory, call forward,
+  report outputs (raw bytes), plain-tensor/aliasing/input-mutation/thread problems and, when
+  asked, the kernels the call launched;
+- ``time``: time forward with fresh inputs per timed call, and return two timed outputs for the
+  judge to re-check.
+
+Every reply echoes the request's nonce. The judge, not this process, decides the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+# Bound before the candidate exists: the frame writer and what it relies on.
+from cudarl.tester import channel as _channel
+from cudarl.tester.child import classify, describe_exception
+
+_REQUEST_FD = _REPLY_FD = -1
+_write_frame = _channel.write_frame
+_read_frame = _channel.read_frame
+
+
+class Runner:
+    def __init__(self) -> None:
+        import torch
+
+        from cudarl.tester import hardening
+
+        self.torch = torch
+        self.hardening = hardening
+        self.tensor_type = torch.Tensor
+        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        self.reference = None
+        self.candidate = None
+        self.model = None
+        self.init_seed = 0
+        self.originals = None
+        self.thread_baseline: set[int] = set()
+        self.notes: list[str] = []
+
+    # inputs and outputs
+    def inputs_for(self, seed: int) -> list:
+        from cudarl.tester.child import make_inputs
+
+        self.torch.manual_seed(seed)
+        return make_inputs(self.reference, self.device)
+
+    def _outputs(self, output) -> list:
+        return list(output) if isinstance(output, (tuple, list)) else [output]
+
+    def _problems(self, outputs: list, inputs: list, saved: list) -> list[str]:
+        from cudarl.tester import correctness
+
+        problems = []
+        for index, value in enumerate(outputs):
+            if isinstance(value, self.tensor_type):
+                reason = correctness.check_plain_tensor(value, f"output {index}")
+                if reason:
+                    problems.append(reason)
+        alias = self.hardening.aliasing(outputs, inputs)
+        if alias:
+            problems.append(alias)
+        changed = correctness.inputs_unchanged(saved, inputs)
+        if changed:
+            problems.append(changed)
+        threads = self.hardening.new_threads(self.thread_baseline)
+        if threads:
+            problems.append(f"[thread] the candidate left Python threads running: {', '.join(threads)}")
+        return problems
+
+    def _pack(self, outputs: list) -> tuple[list[dict], list[bytes]]:
+        metas, blobs = [], []
+        for value in outputs:
+            if isinstance(value, self.tensor_type) and type(value) is self.tensor_type:
+                meta, raw = _channel.tensor_to_blob(value)
+                metas.append({"kind": "tensor", **meta})
+                blobs.append(raw)
+            elif isinstance(value, self.tensor_type):
+                metas.append({"kind": "subclass", "type": type(value).__name__})
+            else:
+                metas.append({"kind": "value", "repr": repr(value)[:200],
+                              "value": value if isinstance(value, (int, float, bool, type(None))) else None})
+        return metas, blobs
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    # requests
+    def load(self, request: dict) -> dict:
+        from cudarl.tester.loading import import_source, install_load_inline_hook
+
+        self.reference = import_source(Path(request["task_path"]), "cudarl_reference")
+        if hasattr(self.reference, "Model"):
+            del self.reference.Model  # the runner needs only get_inputs and get_init_inputs
+        if self.device.type == "cuda":
+            self.torch.cuda.set_per_process_memory_fraction(request["gpu_memory_fraction"])
+            self.torch.ones(1, device=self.device).add_(1)  # CUDA context up before privileges go
+            self.torch.cuda.synchronize()
+        if request.get("drop_capabilities"):
+            self.notes.append(self.hardening.drop_capabilities())
+        self.originals = self.hardening.Originals()
+        self.thread_baseline = self.hardening.thread_idents()
+        install_load_inline_hook(Path(request["build_root"]), request["arch"], request["cuda_cflags"],
+                                 request["jobs"], stub=self.device.type != "cuda")
+        self.init_seed = request["init_seed"]
+        self.candidate = import_source(Path(request["candidate_path"]), "cudarl_candidate")
+        if not hasattr(self.candidate, "ModelNew"):
+            return {"ok": False, "outcome": "load_error", "reasons": ["the candidate module defines no ModelNew"]}
+        self._build_model()
+        return {"ok": True, "notes": self.notes}
+
+    def _build_model(self) -> None:
+        self.torch.manual_seed(self.init_seed)
+        self.model = None
+        self.model = self.candidate.ModelNew(*self.reference.get_init_inputs()).to(self.device).eval()
+        self._sync()
+
+    def rebuild(self, request: dict) -> dict:
+        for name, value in request["constants"].items():
+            setattr(self.reference, name, value)
+        self._build_model()
+        return {"ok": True}
+
+    def trial(self, request: dict) -> tuple[dict, list[bytes]]:
+        torch = self.torch
+        with torch.no_grad():
+            inputs = self.inputs_for(request["seed"])
+            fingerprint = input_fingerprint(inputs)
+            saved = [v.clone() if isinstance(v, self.tensor_type) else v for v in inputs]
+            if request.get("poison", True):
+                self.hardening.poison_free_memory(self.device)
+            kernels, why = None, ""
+            if request.get("profile") and self.device.type == "cuda":
+                output, kernels, why = self.hardening.profile_kernels(lambda: self.model(*inputs), self.device)
+            else:
+                output = self.model(*inputs)
+            self._sync()
+            outputs = self._outputs(output)
+            problems = self._problems(outputs, inputs, saved)
+            metas, blobs = self._pack(outputs)
+        reply = {"ok": True, "outputs": metas, "nested": isinstance(output, (tuple, list)),
+                 "problems": problems, "fingerprint": fingerprint,
+                 "kernels": None if kernels is None else [k.__dict__ for k in kernels], "profile_note": why}
+        return reply, blobs
+
+    def time(self, request: dict) -> tuple[dict, list[bytes]]:
+        from cudarl.config import TimingConfig
+        from cudarl.tester import timing
+
+        torch = self.torch
+        config = TimingConfig(**request["timing"])
+        base = request["base_seed"]
+        flush = timing.l2_flush_buffer(self.device)
+        reset_l2 = self.hardening.PersistingL2Reset() if request.get("reset_l2", True) else None
+        fresh = request.get("fresh_inputs", True)
+        chooser = random.Random(request["pick_seed"])
+        state: dict = {"inputs": None, "picked": None, "last": None}
+
+        def prepare(index: int) -> None:
+            if fresh or index < 0:
+                state["inputs"] = None
+                state["inputs"] = self.inputs_for(base + index if fresh else base - 1)
+
+        def keep(index: int, output) -> None:
+            kept = (base + index if fresh else base - 1, [o.clone() if isinstance(o, self.tensor_type) else o for o in self._outputs(output)])
+            state["last"] = kept
+            if chooser.random() < 1.0 / (index + 1):  # a uniformly random timed call, unknown in advance
+                state["picked"] = kept
+
+        with torch.no_grad():
+            stats = timing.time_callable(lambda _k: self.model(*state["inputs"]), flush, config,
+                                         prepare=prepare, on_sample=keep, before_sample=reset_l2)
+        checks = [state["picked"], state["last"]]
+        metas, blobs = [], []
+        for seed, outputs in checks:
+            packed, raw = self._pack(outputs)
+            metas.append({"seed": seed, "outputs": packed})
+            blobs.extend(raw)
+        problems = []
+        replaced = self.originals.changed() if self.originals else []
+        if replaced:
+            problems.append(f"[patched] the candidate replaced {', '.join(replaced)}")
+        threads = self.hardening.new_threads(self.thread_baseline)
+        if threads:
+            problems.append(f"[thread] the candidate left Python threads running: {', '.join(threads)}")
+        reply = {"ok": True, "stats": stats.model_dump(), "checks": metas, "problems": problems,
+                 "l2_flush_bytes": flush.numel(), "persisting_l2_reset": bool(reset_l2 and reset_l2.available),
+                 "device": torch.cuda.get_device_name(self.device)}
+        return reply, blobs
+
+    def patched(self, _request: dict) -> dict:
+        replaced = self.originals.changed() if self.originals else []
+        return {"ok": True, "problems": [f"[patched] the candidate replaced {', '.join(replaced)}"] if replaced else []}
+
+
+def input_fingerprint(inputs: list) -> list:
+    """A cheap summary of generated inputs: the judge compares it with its own (same seed)."""
+    import torch
+
+    summary = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            wide = value.detach().double() if value.numel() else value.detach()
+            summary.append([list(value.shape), str(value.dtype), float(torch.nan_to_num(wide).sum()) if value.numel() else 0.0])
+        else:
+            summary.append(repr(value)[:100])
+    return summary
+
+
+def serve(runner: Runner) -> None:
+    """Answer requests until ``quit``; a failure ends the runner after its reply."""
+    handlers = {"load": runner.load, "rebuild": runner.rebuild, "trial": runner.trial, "time": runner.time,
+                "patched": runner.patched}
+    while True:
+        try:
+            request, _ = _read_frame(_REQUEST_FD)
+        except (EOFError, _channel.ChannelError):
+            os._exit(0)
+        op, nonce = request.get("op"), request.get("nonce")
+        if op == "quit":
+            os._exit(0)
+        stage = request.get("stage", "load")
+        try:
+            result = handlers[op](request)
+            reply, blobs = result if isinstance(result, tuple) else (result, [])
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is its verdict
+            outcome = classify(exc, stage)
+            prefix = "the candidate wrote past the file size limit: " if outcome == "resource_limit" else ""
+            _write_frame(_REPLY_FD, {"op": op, "nonce": nonce, "ok": False, "outcome": outcome,
+                                     "reasons": [prefix + describe_exception(exc)]})
+            if outcome in ("cuda_error", "memory_limit") or op == "load":
+                sys.stdout.flush()
+                os._exit(0)
+            continue
+        _write_frame(_REPLY_FD, {**reply, "op": op, "nonce": nonce}, blobs)
+
+
+def main() -> None:
+    global _REQUEST_FD, _REPLY_FD
+    _REQUEST_FD, _REPLY_FD = int(sys.argv[1]), int(sys.argv[2])
+    note = "PID namespace: disabled by config"
+    if sys.argv[3:] == ["pid-namespace"]:
+        from cudarl.tester.isolation import fork_into_pid_namespace
+
+        note = f"PID namespace: {fork_into_pid_namespace(close_in_parent=(_REQUEST_FD, _REPLY_FD))[1]}"
+    runner = Runner()
+    runner.notes.append(note)
+    serve(runner)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Static hardening rules: AST checks of the candidate's Python and text checks of its CUDA/C++.
+
+Why static rules when the runtime defenses exist: they name the trick before anything runs, they
+cost milliseconds, and they close doors the runtime cannot watch from inside the candidate's own
+process (reading the harness's frames, patching torch, leaving processes behind). Each rule's
+reason starts with a tag (``[import]``, ``[patch]``, ...) so rewards and tests can tell them apart.
+
+Covered: imports outside a small allow-list; dynamic code and introspection builtins; dunder
+attributes and dunder methods other than ``__init__`` (tensor subclasses, ``__class__`` walks);
+assignments to attributes of imported modules (monkey-patching torch, the timer, the harness);
+torch's private and introspection modules; ``ModelNew`` derived from the reference ``Model``;
+results kept across calls (on ``self`` or in module-level containers, inside ``forward``); side
+streams from Python; persisting-L2 policies, threads, processes, files, sockets, environment
+reads, dynamic loading and private streams in the CUDA/C++ source.
+
+Not covered: obfuscation that builds forbidden names at run time without the blocked builtins
+(the runtime defenses still apply), and tricks confined to device code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+ALLOWED_IMPORTS = frozenset({
+    "torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "torch.utils",
+    "math", "typing", "__future__",
+})
+FORBIDDEN_CALLS = frozenset({
+    "getattr", "setattr", "delattr", "eval", "exec", "compile", "__import__", "globals", "locals", "vars",
+    "open", "exit", "quit", "breakpoint",
+})
+ALLOWED_DUNDERS = frozenset({"__init__"})
+PRIVATE_TORCH = ("_C", "_dynamo", "_inductor", "_ops", "_utils", "profiler", "autograd", "library", "hub",
+                 "multiprocessing", "jit", "compile", "load", "save", "_refs", "_prims", "fx", "testing")
+_CUDA_RULES: tuple[tuple[str, str], ...] = (
+    (r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaAccessPropertyPersisting|hitProp",
+     "persisting-L2 access policy (it would survive the tester's L2 flush)"),
+    (r"std::thread|pthread_create|std::async|std::jthread", "starts threads"),
+    (r"\bfork\s*\(|\bvfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv\w*\s*\(|\bexecl\w*\s*\(|posix_spawn",
+     "starts processes"),
+    (r"\bfopen\s*\(|[io]?fstream\b|\bopen\s*\(\s*\"|/proc/|/dev/shm", "opens files"),
+    (r"\bsocket\s*\(|\bconnect\s*\(|<sys/socket\.h>|<netinet/", "uses the network"),
+    (r"\bgetenv\s*\(|\benviron\b", "reads the environment"),
+    (r"\bdlopen\s*\(|\bdlsym\s*\(|\bmmap\s*\(|\bptrace\s*\(|process_vm_", "loads code or maps memory"),
+    (r"cudaStreamCreate|getStreamFromPool|cuStreamCreate|getStreamFromExternal",
+     "creates its own CUDA stream (work must run on the current stream)"),
+    (r"cudaDeviceReset|cudaSetDevice\s*\(|cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache",
+     "changes device-wide state"),
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    tag: str
+    message: str
+    line: int = 0
+
+    def __str__(self) -> str:
+        where = f" (line {self.line})" if self.line else ""
+        return f"[{self.tag}] {self.message}{where}"
+
+
+def _dotted(node: ast.AST) -> str:
+    """``torch.cuda.Event`` for an attribute chain rooted at a name; empty otherwise."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+        self.imported: dict[str, str] = {}  # local name -> module path
+        self.module_containers: set[str] = set()
+        self.in_forward = 0
+
+    def add(self, tag: str, message: str, node: ast.AST) -> None:
+        self.violations.append(Violation(tag, message, getattr(node, "lineno", 0)))
+
+    # imports
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name not in ALLOWED_IMPORTS:
+                self.add("import", f"`import {alias.name}` is not allowed (candidates may import "
+                         f"{', '.join(sorted(ALLOWED_IMPORTS))})", node)
+            self.imported[(alias.asname or alias.name).split(".")[0]] = alias.name
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level or module not in ALLOWED_IMPORTS:
+            self.add("import", f"`from {'.' * node.level}{module} import ...` is not allowed", node)
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            if alias.name == "*" or alias.name.startswith("_"):
+                self.add("import", f"`from {module} import {alias.name}` is not allowed", node)
+            self.imported[alias.asname or alias.name] = full
+        self.generic_visit(node)
+
+    # names, calls, attributes
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in FORBIDDEN_CALLS:
+            self.add("call", f"`{node.id}` is not allowed (dynamic code, introspection, files or exits)", node)
+        elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
+            self.add("dunder", f"`{node.id}` is not allowed", node)
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
+            self.add("dunder", f"attribute `{node.attr}` is not allowed", node)
+        dotted = _dotted(node)
+        root = dotted.split(".")[0] if dotted else ""
+        if root and self.imported.get(root, "").split(".")[0] == "torch":
+            path = self.imported[root] + dotted[len(root):]
+            parts = path.split(".")
+            if len(parts) > 1 and (parts[1] in PRIVATE_TORCH or parts[1].startswith("_")):
+                self.add("private", f"`{path}` is not allowed (torch internals, introspection or I/O)", node)
+            if path in ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
+                        "torch.cuda.set_stream"):
+                self.add("stream", f"`{path}`: work must run on the current stream", node)
+        self.generic_visit(node)
+
+    # definitions
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if node.name == "Model":
+            self.add("inherits-reference", "the candidate defines a class named `Model` (the reference's name)", node)
+        if node.name == "ModelNew":
+            for base in node.bases:
+                if _dotted(base).split(".")[-1] == "Model":
+                    self.add("inherits-reference", "ModelNew derives from the reference `Model`", node)
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name.startswith("__") and node.name.endswith("__") and node.name not in ALLOWED_DUNDERS:
+            self.add("dunder", f"method `{node.name}` is not allowed (tensor subclasses, operator hooks)", node)
+        forward = node.name == "forward"
+        self.in_forward += forward
+        self.generic_visit(node)
+        self.in_forward -= forward
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    # assignments: patching and caching
+    def _check_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_target(element, node)
+            return
+        if isinstance(target, ast.Attribute):
+            dotted = _dotted(target)
+            root = dotted.split(".")[0] if dotted else ""
+            if root in self.imported:
+                self.add("patch", f"assigns to `{dotted}` (patching imported code is not allowed)", node)
+            elif self.in_forward and root == "self":
+                self.add("cache", f"forward stores `{dotted}` on the module (results must not be kept "
+                         "across calls)", node)
+        elif isinstance(target, ast.Subscript):
+            base = _dotted(target.value)
+            root = base.split(".")[0] if base else ""
+            if self.in_forward and (root == "self" or root in self.module_containers):
+                self.add("cache", f"forward stores into `{base}[...]`, which outlives the call", node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.in_forward:
+            self.add("cache", f"forward rebinds module state ({', '.join(node.names)})", node)
+        self.generic_visit(node)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.visit_Global(node)  # type: ignore[arg-type]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if self.in_forward and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "append", "extend", "update", "setdefault", "insert", "add"):
+            base = _dotted(node.func.value)
+            root = base.split(".")[0] if base else ""
+            if root == "self" or root in self.module_containers:
+                self.add("cache", f"forward grows `{base}`, which outlives the call", node)
+        self.generic_visit(node)
+
+
+def _module_containers(tree: ast.Module) -> set[str]:
+    """Module-level names bound to mutable containers (where a cache would live)."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Dict, ast.List, ast.Set, ast.Call)):
+            if isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) not in (
+                    "dict", "list", "set", "collections.OrderedDict", "OrderedDict"):
+                continue
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+    return names
+
+
+def check_python(tree: ast.Module) -> list[Violation]:
+    """Every rule over the candidate's Python AST."""
+    checker = _Checker()
+    checker.module_containers = _module_containers(tree)
+    checker.visit(tree)
+    return checker.violations
+
+
+def check_native_source(text: str) -> list[Violation]:
+    """Text rules over the CUDA/C++ sources (comments stripped first)."""
+    stripped = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    found: list[Violation] = []
+    for pattern, what in _CUDA_RULES:
+        match = re.search(pattern, stripped)
+        if match:
+            found.append(Violation("cuda-source", f"the CUDA/C++ source {what}: `{match.group(0).strip()}`"))
+    return found
+
+
+def kernel_names(text: str) -> set[str]:
+    """Names of the ``__global__`` functions defined in a CUDA source (for the launch check)."""
+    stripped = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
+    stripped = re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", stripped)
+    names = set()
+    for match in re.finditer(r"__global__\b(.*?)\(", stripped, flags=re.S):
+        words = re.findall(r"[A-Za-z_]\w*", re.sub(r"<[^<>]*>", " ", match.group(1)))
+        if words:
+            names.add(words[-1])
+    return names
+
+
+def kernel_base_name(name: str) -> str:
+    """``void ns::foo<float, 4>(float const*, int)`` -> ``foo``; ``_Z3fooPf`` -> ``foo``."""
+    if name.startswith("_Z"):  # Itanium mangling: length-prefixed names, nested ones in N...E
+        nested = name.startswith("_ZN")
+        rest, last = name[3:] if nested else name[2:], ""
+        while match := re.match(r"\d+", rest):
+            begin, length = len(match.group(0)), int(match.group(0))
+            last, rest = rest[begin:begin + length], rest[begin + length:]
+            if not nested:
+                break
+        if last:
+            return last
+    core = name.removeprefix("void ").split("(")[0].split("<")[0].strip()
+    return core.split("::")[-1]
+
+
+def compiled_kernel_names(kernels: list) -> set[str]:
+    """Base names of the kernels the compiler reported (``KernelResources``)."""
+    return {kernel_base_name(k.name) for k in kernels} | {kernel_base_name(k.mangled_name) for k in kernels}

@@ -1,0 +1,58 @@
+"""The result channel's signatures and the runner channel's frames: forged, malformed or
+truncated messages are refused, real ones round-trip (tensors included)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from cudarl.tester import channel
+
+
+def test_signed_messages_verify_and_any_change_breaks_them():
+    key = os.urandom(32)
+    message = channel.sign({"event": "result", "outcome": "passed", "speedup": 3.0}, key)
+    assert channel.verify(message, key)
+    assert not channel.verify({**message, "speedup": 30.0}, key)
+    assert not channel.verify(message, os.urandom(32))
+    assert not channel.verify({"event": "result", "outcome": "passed"}, key)
+
+
+def test_frames_round_trip_headers_and_tensors():
+    read, write = os.pipe()
+    tensor = torch.randn(3, 5).to(torch.bfloat16)
+    meta, raw = channel.tensor_to_blob(tensor)
+    channel.write_frame(write, {"op": "trial", "outputs": [meta]}, [raw])
+    header, blobs = channel.read_frame(read)
+    assert header["op"] == "trial" and header["blobs"] == [len(raw)]
+    assert torch.equal(channel.blob_to_tensor(header["outputs"][0], blobs[0], "cpu"), tensor)
+    os.close(read), os.close(write)
+
+
+@pytest.mark.parametrize("garbage", [
+    b'{"event": "result", "outcome": "passed"}\n' + b" " * 64,
+    b"CRL1" + (1 << 40).to_bytes(8, "little"),
+    b"CRL1" + (5).to_bytes(8, "little") + b"nope!",
+])
+def test_malformed_frames_are_refused(garbage):
+    read, write = os.pipe()
+    os.write(write, garbage)
+    with pytest.raises(channel.ChannelError):
+        channel.read_frame(read)
+    os.close(read), os.close(write)
+
+
+def test_a_closed_channel_is_end_of_file_not_a_frame():
+    read, write = os.pipe()
+    os.write(write, b"CRL1")
+    os.close(write)
+    with pytest.raises(EOFError):
+        channel.read_frame(read)
+    os.close(read)
+
+
+def test_a_tensor_whose_bytes_do_not_match_its_shape_is_refused():
+    with pytest.raises(channel.ChannelError):
+        channel.blob_to_tensor({"shape": [4], "dtype": "float32"}, b"\0" * 8, "cpu")

@@ -1,0 +1,117 @@
+"""The static hardening rules: each trick is refused with its tag, and honest code is not (every
+solution of the built-in suite passes them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudarl.tasks.builtin import suite_solutions
+from cudarl.tester.guard import inspect_source
+from cudarl.tester.static_rules import kernel_base_name, kernel_names
+from tests.fixtures.tiny import candidate
+
+
+def reasons_of(module_code: str, forward: str | None = None) -> list[str]:
+    source = candidate(module_code)
+    if forward is not None:
+        source = source.replace("        return ext.add(a, b)", forward)
+    result = inspect_source(source)
+    return result.reasons
+
+
+@pytest.mark.parametrize("code, tag", [
+    ("import gc", "[import]"),
+    ("import os", "[import]"),
+    ("from sys import _getframe", "[import]"),
+    ("import threading", "[import]"),
+    ("x = getattr(torch, 'cuda')", "[call]"),
+    ("exec('1')", "[call]"),
+    ("data = open('/proc/self/environ').read()", "[call]"),
+    ("x = ().__class__.__base__", "[dunder]"),
+    ("torch.cuda.synchronize = lambda *a: None", "[patch]"),
+    ("torch.cuda.Event.elapsed_time = lambda self, end: 0.001", "[patch]"),
+    ("nn.Module.forward = None", "[patch]"),
+    ("x = torch._C", "[private]"),
+    ("prof = torch.profiler.profile", "[private]"),
+    ("s = torch.cuda.Stream()", "[stream]"),
+    ("class Model(nn.Module):\n    pass", "[inherits-reference]"),
+], ids=lambda v: v if v.startswith("[") else None)
+def test_module_level_tricks_are_refused_with_their_tag(code, tag):
+    reasons = reasons_of(code)
+    assert any(r.startswith(tag) for r in reasons), reasons
+
+
+@pytest.mark.parametrize("forward, tag", [
+    ("        self.last = ext.add(a, b)\n        return self.last", "[cache]"),
+    ("        self.cache[a.shape] = ext.add(a, b)\n        return self.cache[a.shape]", "[cache]"),
+    ("        global STORE\n        STORE = ext.add(a, b)\n        return STORE", "[cache]"),
+    ("        self.seen.append(a)\n        return ext.add(a, b)", "[cache]"),
+], ids=["attribute", "dict", "global", "append"])
+def test_results_kept_across_calls_are_refused(forward, tag):
+    reasons = reasons_of("", forward)
+    assert any(r.startswith(tag) for r in reasons), reasons
+
+
+def test_a_cache_in_a_module_level_container_is_refused():
+    reasons = reasons_of("CACHE = {}", "        CACHE[a.data_ptr()] = ext.add(a, b)\n        return CACHE[a.data_ptr()]")
+    assert any(r.startswith("[cache]") for r in reasons), reasons
+
+
+def test_modelnew_derived_from_model_is_refused():
+    source = candidate().replace("class ModelNew(nn.Module)", "class ModelNew(Model)")
+    assert any(r.startswith("[inherits-reference]") for r in inspect_source(source).reasons)
+
+
+@pytest.mark.parametrize("native, words", [
+    ("cudaStreamAttrValue v; v.accessPolicyWindow.num_bytes = 1;", "persisting-L2"),
+    ("std::thread t([]{});", "starts threads"),
+    ("system(\"ls\");", "starts processes"),
+    ("FILE* f = fopen(\"x\", \"w\");", "opens files"),
+    ("const char* s = getenv(\"HOME\");", "reads the environment"),
+    ("cudaStream_t s; cudaStreamCreate(&s);", "own CUDA stream"),
+    ("void* h = dlopen(\"libc.so.6\", 0);", "loads code"),
+])
+def test_cuda_source_tricks_are_refused(native, words):
+    source = candidate().replace("__global__ void add_kernel", native + "\n__global__ void add_kernel")
+    reasons = inspect_source(source).reasons
+    assert any(r.startswith("[cuda-source]") and words in r for r in reasons), reasons
+
+
+def test_a_forbidden_call_in_a_comment_is_not_a_violation():
+    source = candidate().replace("__global__ void add_kernel", "// no std::thread here\n__global__ void add_kernel")
+    assert inspect_source(source).ok
+
+
+def test_static_rules_can_be_turned_off_to_exercise_the_runtime_defenses():
+    source = candidate("import os")
+    assert not inspect_source(source).ok
+    assert inspect_source(source, static_rules_enabled=False).ok
+
+
+@pytest.mark.parametrize("solution", suite_solutions(), ids=lambda s: s.task_id)
+def test_every_honest_suite_solution_passes_the_rules_and_names_its_kernels(solution):
+    result = inspect_source(solution.source)
+    assert result.ok, result.reasons
+    assert result.kernel_names, "the own-kernel check needs the candidate's kernel names"
+
+
+def test_kernel_names_are_found_in_cuda_source():
+    source = """
+    template <typename T, int N>
+    __global__ void __launch_bounds__(256) scale_kernel(const T* x, T* y) {}
+    extern "C" __global__ void plain(float* p) {}
+    __global__
+    void split_line(int n) {}
+    """
+    assert kernel_names(source) == {"scale_kernel", "plain", "split_line"}
+
+
+@pytest.mark.parametrize("name, base", [
+    ("void add_kernel(float const*, float*, int)", "add_kernel"),
+    ("void ns::scale<float, 4>(float const*, float*)", "scale"),
+    ("_Z10add_kernelPKfPfi", "add_kernel"),
+    ("_ZN2ns5scaleIfLi4EEEvPKT_PS1_", "scale"),
+    ("plain", "plain"),
+])
+def test_profiler_and_compiler_names_reduce_to_the_source_name(name, base):
+    assert kernel_base_name(name) == base
