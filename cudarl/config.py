@@ -70,8 +70,8 @@ class SandboxConfig(_Section):
     the verdict records that isolation was unavailable."""
 
     isolate_pids: bool = True
-    """Run the candidate's process first in a PID namespace of its own, so that every process it
-    starts (also one that calls setsid) dies with it."""
+    """Keep every process the candidate starts (also with setsid or a double fork) under the
+    tester's child, which adopts them as a subreaper and kills them all when it finishes."""
 
     max_processes: int = 64
     """Most processes the child's group may hold (compilers included); above it the group is

@@ -31,7 +31,7 @@ Covered (each has an exploit in tests/exploits and a test that it is stopped, wi
 - Forged results: the tester believes only HMAC-signed messages from the judge; the runner holds
   neither the pipe nor the key, and its own replies must echo a per-request nonce (``[channel]``).
 - Resource attacks: process count watchdog (``resource_limit``), file size limit, no network, GPU
-  memory share, a PID namespace per candidate that takes every process it started down with it,
+  memory share, every process the candidate starts adopted by the judge and killed with it,
   capabilities dropped in the runner and a non-dumpable judge.
 
 Not covered: a candidate that escapes the static rules and then rewrites the runner's own memory

@@ -2,8 +2,8 @@
 
 Its one job, ``compile``, imports the candidate with ``load_inline`` steered to the tester's build
 directory, which builds its extensions (stage 2, extension mode). The candidate's module-level
-code runs here, so the child applies the same limits as the runner (no network, file size, its
-own PID namespace). Messages go to the result pipe as JSON lines: ``hello``, ``stage``,
+code runs here, so the child applies the same limits as the runner (no network, file size,
+adopting and killing every process it started). Messages go to the result pipe as JSON lines: ``hello``, ``stage``,
 ``result``; a forged ``compiled`` result gains nothing, since the judge loads the extension
 itself. Also home to helpers the judge and the runner share (error classification, inputs).
 Evaluation (stages 3-5) is ``judge`` (trusted) and ``runner`` (the candidate's process).
@@ -34,7 +34,10 @@ def send(event: str, **fields) -> None:
 
 
 def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
+    from cudarl.tester.isolation import kill_descendants
+
     send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
+    kill_descendants()  # the build is done; whatever the candidate's import started goes
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip atexit/CUDA teardown: a broken context must not hang the exit
@@ -107,9 +110,9 @@ def main() -> None:
 
     applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
     if job["limits"].get("isolate_pids"):
-        from cudarl.tester.isolation import fork_into_pid_namespace
+        from cudarl.tester.isolation import become_subreaper
 
-        applied["pid_namespace"] = fork_into_pid_namespace()[1]
+        applied["subreaper"] = become_subreaper()
     send("hello", pid=os.getpid(), **applied)
     if job["kind"] == "compile":
         run_compile(job)

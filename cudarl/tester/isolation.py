@@ -6,9 +6,11 @@ Why in the child and not in ``preexec_fn``: the parent may be a threaded Ray act
 - Network: a fresh network namespace (no interfaces but a down loopback). As root that is one
   ``unshare(CLONE_NEWNET)``; otherwise a user namespace first, mapping our uid to itself.
 - Files: RLIMIT_FSIZE; core dumps off.
-- Processes: the candidate's process is the first in a new PID namespace, so when it dies
-  every process it started dies with it (also those that left the process group with setsid).
-  Root is exempt from RLIMIT_NPROC, so the tester's watchdog counts processes instead.
+- Processes: the trusted process is a child subreaper, so whatever the candidate starts (also
+  with setsid or a double fork) stays below it and is killed when the evaluation ends. Why not a
+  PID namespace: with one (unshare, /proc not remounted) the candidate's process saw no CUDA
+  device on the H200 machine, and remounting /proc needs a mount namespace and privileges. Root is exempt from
+  RLIMIT_NPROC, so the tester's watchdog counts processes instead.
 - Memory and descriptors of the trusted process: it makes itself non-dumpable.
 - Address-space limits are not used: CUDA reserves terabytes of virtual address space, so the
   parent's resident-memory watchdog and torch's GPU memory fraction bound memory instead.
@@ -22,8 +24,8 @@ import resource
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
-_CLONE_NEWPID = 0x20000000
 _PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _unshare(flags: int) -> int:
@@ -65,32 +67,32 @@ def apply_limits(file_size_limit_mb: int, isolate: bool) -> dict:
     return {"network_isolated": isolated, "network": how}
 
 
-def new_pid_namespace() -> tuple[bool, str]:
-    """Put this process's next child first in a new PID namespace; (done, how or why not)."""
-    error = _unshare(_CLONE_NEWPID)
-    if error == 0:
-        return True, "own PID namespace"
-    error = _unshare(_CLONE_NEWUSER | _CLONE_NEWPID)
-    if error == 0:
-        return True, "own user and PID namespace"
-    return False, f"unshare refused ({os.strerror(error)}); leftover processes are killed by process group only"
+def become_subreaper() -> bool:
+    """Adopt every orphaned descendant (a process that left with setsid or a double fork is
+    re-parented here instead of to init), so ``kill_descendants`` can still find it."""
+    return ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def fork_into_pid_namespace(close_in_parent: tuple[int, ...] = ()) -> tuple[bool, str]:
-    """Continue as the first process of a new PID namespace (a forked child); the original
-    process closes ``close_in_parent``, waits, and exits with the child's status (128 + signal
-    when killed). Why fork: after unshare(CLONE_NEWPID) the caller itself can no longer create
-    threads (EINVAL), its next child can. Call before any threads exist."""
-    done, how = new_pid_namespace()
-    if not done:
-        return done, how
-    pid = os.fork()
-    if pid == 0:
-        return True, how
-    for fd in close_in_parent:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+def kill_descendants() -> int:
+    """SIGKILL every process below this one; returns how many were killed."""
+    import psutil
+
+    killed = 0
+    for _ in range(3):  # a process may fork while its siblings are being killed
+        try:
+            below = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return killed
+        if not below:
+            break
+        for process in below:
+            try:
+                process.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(below, timeout=1)
+    return killed
 
 
 def make_undumpable() -> bool:

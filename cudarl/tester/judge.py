@@ -40,7 +40,10 @@ def send(event: str, **fields) -> None:
 
 
 def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
+    from cudarl.tester.isolation import kill_descendants
+
     send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
+    kill_descendants()  # the runner and anything it started, re-parented here or not
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -54,11 +57,13 @@ class RunnerLink:
     """The judge's end of the runner: requests with fresh nonces, replies checked against them."""
 
     def __init__(self, isolate_pids: bool) -> None:
+        from cudarl.tester.isolation import become_subreaper
+
+        self.subreaper = become_subreaper() if isolate_pids else False
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write),
-             "pid-namespace" if isolate_pids else "shared-pids"],
+            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write)],
             stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
         os.close(request_read)
         os.close(reply_write)
@@ -83,8 +88,6 @@ class RunnerLink:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        if code > 128:  # the runner's first process reports a killed namespace child as 128 + signal
-            code = 128 - code
         if code == -signal.SIGXFSZ:
             return "resource_limit", "the candidate wrote a file larger than the file size limit (SIGXFSZ)"
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
@@ -224,6 +227,8 @@ def run(job: dict) -> None:
     link = RunnerLink(job["isolate_pids"])  # first, so the runner imports torch while the judge does
     judge = Judge(job)
     judge.link = link
+    judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
+                                    if link.subreaper else "processes: killed by process group only")
     torch = judge.torch
     if judge.device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])

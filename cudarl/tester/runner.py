@@ -1,7 +1,7 @@
 """The runner: the only process that executes the candidate. Untrusted by design.
 
-Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD``) in its own PID
-namespace where the OS allows it, so every process the candidate starts dies with it. It never
+Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD``), which adopts and
+kills every process the candidate starts. It never
 sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
 tester's result pipe or its key. It answers the judge's requests one at a time:
 
@@ -252,14 +252,7 @@ def serve(runner: Runner) -> None:
 def main() -> None:
     global _REQUEST_FD, _REPLY_FD
     _REQUEST_FD, _REPLY_FD = int(sys.argv[1]), int(sys.argv[2])
-    note = "PID namespace: disabled by config"
-    if sys.argv[3:] == ["pid-namespace"]:
-        from cudarl.tester.isolation import fork_into_pid_namespace
-
-        note = f"PID namespace: {fork_into_pid_namespace(close_in_parent=(_REQUEST_FD, _REPLY_FD))[1]}"
-    runner = Runner()
-    runner.notes.append(note)
-    serve(runner)
+    serve(Runner())
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def test_correct_candidate_passes_every_trial_including_hidden_shapes(tmp_path):
     assert result["outcome"] == "correct", result["reasons"]
     report = result["correctness"]
     assert report["trials_passed"] == 5 and report["hidden_trials_passed"] == 2
-    assert any("PID namespace" in note for note in result["hardening"]["notes"])
+    assert any("adopted and killed by the judge" in note for note in result["hardening"]["notes"])
 
 
 def test_candidate_that_only_works_at_the_default_shape_fails_the_hidden_check(tmp_path):
@@ -177,7 +177,7 @@ def test_processes_that_leave_the_group_die_with_the_candidate(tmp_path):
     result = evaluate(tmp_path, ESCAPES)
     assert result["outcome"] == "correct", result["reasons"]
     survivors = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "4321"]]
-    assert not survivors, "a process started with setsid outlived the candidate's PID namespace"
+    assert not survivors, "a process started with setsid outlived the evaluation"
 
 
 def test_a_file_over_the_limit_is_a_resource_limit_verdict(tmp_path):
