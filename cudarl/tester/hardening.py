@@ -42,7 +42,7 @@ _CUDA_LIMIT_PERSISTING_L2 = 0x06
 WATCHED = (
     "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
     "torch.cuda.Event.synchronize", "torch.cuda.synchronize", "torch.cuda.current_stream",
-    "torch.Tensor.clone", "torch.Tensor.cpu", "torch.Tensor.fill_", "torch.Tensor.contiguous", "torch.manual_seed",
+    "torch.Tensor.clone", "torch.Tensor.cpu", "torch.Tensor.fill_", "torch.Tensor.contiguous",
     "torch.randn", "torch.rand", "torch.randint", "torch.empty",
     "time.perf_counter", "time.monotonic", "time.time",
 )
