@@ -324,8 +324,8 @@ def finish_timed(judge: Judge, job: dict) -> None:
     if cand_stats.mean_ms * cand_stats.count > wall_ms:
         judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
                                           "clock measured for the whole timing request"])
-    if cand_stats.off_stream_runs > max(2, job["side_stream_share"] * cand_stats.count):
-        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.off_stream_runs} of {cand_stats.count} "
+    if cand_stats.late_runs > max(2, job["side_stream_share"] * cand_stats.count):
+        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.late_runs} of {cand_stats.count} "
                                           "timed runs, work finished after the call's stream was done "
                                           "(work must run on the current stream)"])
     judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")

@@ -96,6 +96,7 @@ class TimingStats(BaseModel):
     count: int
     rse: float
     off_stream_runs: int = 0  # runs whose work outlasted the stream (charged device time)
+    late_runs: int = 0  # off-stream runs whose late work was at least half the stream's time
     clock_violations: int = 0  # runs whose event time exceeded the host clock around them
 
 
