@@ -34,10 +34,15 @@ Covered (each has an exploit in tests/exploits and a test that it is stopped, wi
   memory share, every process the candidate starts adopted by the judge and killed with it,
   capabilities dropped in the runner and a non-dumpable judge.
 
-Not covered: a candidate that escapes the static rules and then rewrites the runner's own memory
-below Python could forge its timings (not its correctness, which the judge checks); kernels that
-read other processes' GPU memory; where the OS refuses namespaces (unprivileged containers), the
-verdict's notes say which isolation was missing and process-group kills and the watchdog remain.
+Not covered: the candidate's timing is measured and summarized inside the runner, so a candidate
+that got past the static rules and patched the harness's timing code there could report faster
+times (not wrong outputs: correctness is the judge's); the static rules refuse every route found
+so far (imports, ``torch.sys``-style attribute chains, introspection), which is why they stay on.
+The reference is timed after candidate code has run, so a process the candidate left loading the
+GPU could slow the reference (processes are refused statically and killed at the end, not before
+timing). The tester process itself is dumpable, so the runner could flood (not forge) its result
+pipe through /proc. Kernels that read other processes' GPU memory. Where the OS refuses
+namespaces (unprivileged containers), the verdict's notes say which isolation was missing.
 """
 
 from cudarl.tester.candidate import Candidate, load_candidates

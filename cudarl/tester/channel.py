@@ -93,7 +93,8 @@ def tensor_to_blob(tensor) -> tuple[dict, bytes]:
 
     flat = tensor.detach().contiguous().reshape(-1).cpu()
     raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch.")}, raw
+    return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch."),
+            "device": tensor.device.type}, raw
 
 
 def blob_to_tensor(meta: dict, raw: bytes, device):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cudarl.tester.static_rules import kernel_base_name
+from cudarl.tester.static_rules import kernel_base_name, qualified_kernel_name
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -194,10 +194,15 @@ _FOREIGN_NAMESPACES = ("at::", "c10::", "cutlass", "cublas", "cudnn", "nvjet", "
 
 
 def is_own_kernel(name: str, own_names: set[str]) -> bool:
+    """A profiled kernel is the candidate's when its name matches one the candidate defines: a
+    namespaced kernel (``pytorch_flash::flash_fwd_kernel``) only by its qualified name."""
     lowered = name.removeprefix("void ").lower()
     if any(lowered.startswith(ns) for ns in _FOREIGN_NAMESPACES) or "::native::" in name:
         return False
-    return kernel_base_name(name) in own_names
+    qualified = qualified_kernel_name(name)
+    if "::" in qualified:
+        return qualified in own_names
+    return qualified in own_names or kernel_base_name(name) in own_names
 
 
 def own_kernel_share(kernels: list[KernelTime], own_names: set[str]) -> tuple[float, list[KernelTime], list[KernelTime]]:

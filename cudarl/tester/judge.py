@@ -32,6 +32,7 @@ from cudarl.tester.child import describe_exception, make_inputs
 _RESULT_FD = -1
 _KEY = b""
 _CHANNEL_TAG = "[channel]"
+_RUNNER_FAILURES = {"runtime_error", "cuda_error", "memory_limit", "load_error", "crashed", "resource_limit"}
 
 
 def send(event: str, **fields) -> None:
@@ -105,6 +106,8 @@ def _outputs_from(reply: dict, blobs: list[bytes], device) -> tuple[object, str]
     values, cursor = [], 0
     for meta in reply["outputs"]:
         if meta.get("kind") == "tensor":
+            if meta.get("device", device.type) != device.type:
+                return None, f"output is on {meta.get('device')}, expected {device.type}"
             values.append(channel.blob_to_tensor(meta, blobs[cursor], device))
             cursor += 1
         elif meta.get("kind") == "subclass":
@@ -158,7 +161,10 @@ class Judge:
             outcome, reason = self.link.death()
             self.fail(outcome, stage, [f"{reason} (during {stage})"])
         if not reply.get("ok"):
-            self.fail(reply.get("outcome", "runtime_error"), stage, list(reply.get("reasons", [])))
+            outcome = reply.get("outcome")
+            if outcome not in _RUNNER_FAILURES:  # the runner may only report failures, never a pass
+                self.fail("rejected", stage, [f"{_CHANNEL_TAG} the runner reported outcome {outcome!r}"])
+            self.fail(outcome, stage, [str(r) for r in reply.get("reasons", [])][:5])
         return reply, blobs
 
     def problems_verdict(self, problems: list[str], stage: str, label: str) -> None:
@@ -178,11 +184,14 @@ class Judge:
         reply, blobs = self.ask("trial", "correctness", seed=seed, profile=profile, poison=self.job["poison_memory"])
         self.report[f"{key}_run"] += 1
         where = f"{label} {number}"
-        if reply["fingerprint"] != input_fingerprint(inputs):
-            self.fail("harness_error", "correctness",
-                      [f"{where}: the runner generated different inputs than the judge for the same seed "
-                       "(nondeterministic get_inputs, or the candidate changed input generation)"])
         self.problems_verdict(reply["problems"], "correctness", where)
+        if reply["fingerprint"] != input_fingerprint(inputs):
+            if input_fingerprint(self.inputs_for(seed)) == input_fingerprint(inputs):
+                self.fail("rejected", "correctness",
+                          [f"{where}: [inputs] the candidate's process generated different inputs than the judge "
+                           "for the same seed (it changed input generation or torch's global state)"])
+            self.fail("harness_error", "correctness",
+                      [f"{where}: the task's get_inputs is not deterministic for a seed"])
         output, problem = _outputs_from(reply, blobs, self.device)
         result = correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"]) \
             if not problem else correctness.Comparison(False, problem)
@@ -245,7 +254,7 @@ def run(job: dict) -> None:
         finish("loaded", "load", hardening=judge.hardening)
 
     trial_seeds = [judge.secret.getrandbits(62) for _ in range(job["trials"])]
-    profiled = min(1, len(trial_seeds) - 1)
+    profiled = judge.secret.randrange(len(trial_seeds))  # which trial is profiled is secret too
     for number, seed in enumerate(trial_seeds):
         judge.check_trial("trial", number, seed, "trials", profile=job["own_kernel_check"] and number == profiled)
     if job.get("hidden"):
@@ -305,8 +314,7 @@ def finish_timed(judge: Judge, job: dict) -> None:
     cursor = 0
     for check in reply["checks"]:
         count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
-        output, problem = _outputs_from({"outputs": check["outputs"], "nested": len(check["outputs"]) > 1},
-                                        blobs[cursor:cursor + count], judge.device)
+        output, problem = _outputs_from(check, blobs[cursor:cursor + count], judge.device)
         cursor += count
         expected, _ = judge.expected_for(int(check["seed"]))
         result = correctness.compare_outputs(output, expected, job["atol"], job["rtol"]) \

@@ -176,7 +176,8 @@ class Runner:
                 state["inputs"] = self.inputs_for(base + index if fresh else base - 1)
 
         def keep(index: int, output) -> None:
-            kept = (base + index if fresh else base - 1, [o.clone() if isinstance(o, self.tensor_type) else o for o in self._outputs(output)])
+            clones = [o.clone() if isinstance(o, self.tensor_type) else o for o in self._outputs(output)]
+            kept = (base + index if fresh else base - 1, clones, isinstance(output, (tuple, list)))
             state["last"] = kept
             if chooser.random() < 1.0 / (index + 1):  # a uniformly random timed call, unknown in advance
                 state["picked"] = kept
@@ -186,9 +187,9 @@ class Runner:
                                          prepare=prepare, on_sample=keep, before_sample=reset_l2)
         checks = [state["picked"], state["last"]]
         metas, blobs = [], []
-        for seed, outputs in checks:
+        for seed, outputs, nested in checks:
             packed, raw = self._pack(outputs)
-            metas.append({"seed": seed, "outputs": packed})
+            metas.append({"seed": seed, "outputs": packed, "nested": nested})
             blobs.extend(raw)
         problems = []
         replaced = self.originals.changed() if self.originals else []

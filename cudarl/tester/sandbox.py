@@ -198,6 +198,9 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
             pass_fds=(write_fd,), start_new_session=True, cwd=cwd,
             env=env.child_environment({env.PYTHONPATH: pythonpath}),
         )
+    except BaseException:
+        os.close(read_fd)
+        raise
     finally:
         os.close(write_fd)
     readers = [_BoundedReader(process.stdout, limits.output_limit_bytes),

@@ -24,16 +24,26 @@ import re
 from dataclasses import dataclass
 
 ALLOWED_IMPORTS = frozenset({
-    "torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "torch.utils",
-    "math", "typing", "__future__",
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.cuda", "torch.utils.cpp_extension",
+    "torch.utils", "math", "typing", "__future__",
+})
+# Modules and frame internals reachable as attributes of allowed modules (``torch.sys``,
+# ``typing.sys``, ``cpp_extension.subprocess``): refused wherever they appear in an attribute chain.
+FORBIDDEN_ATTRIBUTES = frozenset({
+    "sys", "os", "builtins", "ctypes", "importlib", "inspect", "threading", "_thread", "subprocess", "shutil",
+    "gc", "platform", "socket", "signal", "multiprocessing", "pickle", "marshal", "posix", "environ", "modules",
+    "_getframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame",
 })
 FORBIDDEN_CALLS = frozenset({
     "getattr", "setattr", "delattr", "eval", "exec", "compile", "__import__", "globals", "locals", "vars",
     "open", "exit", "quit", "breakpoint",
 })
 ALLOWED_DUNDERS = frozenset({"__init__"})
-PRIVATE_TORCH = ("_C", "_dynamo", "_inductor", "_ops", "_utils", "profiler", "autograd", "library", "hub",
+PRIVATE_TORCH = ("_C", "_dynamo", "_inductor", "_ops", "_utils", "profiler", "library", "hub",
                  "multiprocessing", "jit", "compile", "load", "save", "_refs", "_prims", "fx", "testing")
+PRIVATE_TORCH_PATHS = ("torch.autograd.profiler", "torch.autograd.graph", "torch.autograd.forward_ad")
+# Flags that change only the candidate's own process (the reference runs elsewhere).
+PATCHABLE_PREFIXES = ("torch.backends.",)
 _CUDA_RULES: tuple[tuple[str, str], ...] = (
     (r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaAccessPropertyPersisting|hitProp",
      "persisting-L2 access policy (it would survive the tester's L2 flush)"),
@@ -79,7 +89,10 @@ class _Checker(ast.NodeVisitor):
         self.violations: list[Violation] = []
         self.imported: dict[str, str] = {}  # local name -> module path
         self.module_containers: set[str] = set()
-        self.in_forward = 0
+        self.classes: set[str] = set()
+        self.in_forward = 0  # inside a function that runs per call (anything but __init__)
+        self.depth = 0  # nesting of function definitions
+        self.method = "forward"
 
     def add(self, tag: str, message: str, node: ast.AST) -> None:
         self.violations.append(Violation(tag, message, getattr(node, "lineno", 0)))
@@ -115,12 +128,15 @@ class _Checker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
             self.add("dunder", f"attribute `{node.attr}` is not allowed", node)
+        if node.attr in FORBIDDEN_ATTRIBUTES:
+            self.add("import", f"attribute `.{node.attr}` reaches a module or frame the candidate may not use", node)
         dotted = _dotted(node)
         root = dotted.split(".")[0] if dotted else ""
         if root and self.imported.get(root, "").split(".")[0] == "torch":
             path = self.imported[root] + dotted[len(root):]
             parts = path.split(".")
-            if len(parts) > 1 and (parts[1] in PRIVATE_TORCH or parts[1].startswith("_")):
+            if (len(parts) > 1 and (parts[1] in PRIVATE_TORCH or parts[1].startswith("_"))) \
+                    or path.startswith(PRIVATE_TORCH_PATHS):
                 self.add("private", f"`{path}` is not allowed (torch internals, introspection or I/O)", node)
             if path in ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
                         "torch.cuda.set_stream"):
@@ -140,10 +156,18 @@ class _Checker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name.startswith("__") and node.name.endswith("__") and node.name not in ALLOWED_DUNDERS:
             self.add("dunder", f"method `{node.name}` is not allowed (tensor subclasses, operator hooks)", node)
-        forward = node.name == "forward"
-        self.in_forward += forward
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if isinstance(default, (ast.List, ast.Dict, ast.Set)):
+                self.add("cache", f"`{node.name}` has a mutable default argument (state kept across calls)", node)
+        # Every function but __init__ may run per call: state written there outlives the call.
+        per_call = node.name != "__init__" and self.depth == 0 or self.in_forward
+        self.depth += 1
+        previous, self.method = self.method, (node.name if per_call and not self.in_forward else self.method)
+        self.in_forward += per_call
         self.generic_visit(node)
-        self.in_forward -= forward
+        self.in_forward -= per_call
+        self.method = previous
+        self.depth -= 1
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -156,16 +180,19 @@ class _Checker(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             dotted = _dotted(target)
             root = dotted.split(".")[0] if dotted else ""
-            if root in self.imported:
+            full = self.imported.get(root, "") + dotted[len(root):] if root in self.imported else ""
+            if root in self.imported and not full.startswith(PATCHABLE_PREFIXES):
                 self.add("patch", f"assigns to `{dotted}` (patching imported code is not allowed)", node)
             elif self.in_forward and root == "self":
-                self.add("cache", f"forward stores `{dotted}` on the module (results must not be kept "
+                self.add("cache", f"{self.method} stores `{dotted}` on the module (results must not be kept "
                          "across calls)", node)
+            elif self.in_forward and root in self.classes:
+                self.add("cache", f"{self.method} stores `{dotted}` on a class (state kept across calls)", node)
         elif isinstance(target, ast.Subscript):
             base = _dotted(target.value)
             root = base.split(".")[0] if base else ""
-            if self.in_forward and (root == "self" or root in self.module_containers):
-                self.add("cache", f"forward stores into `{base}[...]`, which outlives the call", node)
+            if self.in_forward and (root == "self" or root in self.module_containers or root in self.classes):
+                self.add("cache", f"{self.method} stores into `{base}[...]`, which outlives the call", node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -214,6 +241,7 @@ def check_python(tree: ast.Module) -> list[Violation]:
     """Every rule over the candidate's Python AST."""
     checker = _Checker()
     checker.module_containers = _module_containers(tree)
+    checker.classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     checker.visit(tree)
     return checker.violations
 
@@ -253,10 +281,23 @@ def kernel_base_name(name: str) -> str:
                 break
         if last:
             return last
-    core = name.removeprefix("void ").split("(")[0].split("<")[0].strip()
-    return core.split("::")[-1]
+    return qualified_kernel_name(name).split("::")[-1]
+
+
+def qualified_kernel_name(name: str) -> str:
+    """``void ns::foo<float, 4>(float const*)`` -> ``ns::foo``; the anonymous namespace is dropped
+    (a candidate's file-local kernels are still its own)."""
+    core = name.replace("(anonymous namespace)::", "").removeprefix("void ").strip()
+    depth, cut = 0, len(core)
+    for index, char in enumerate(core):  # cut at the first top-level '<' or '('
+        if char in "<(" and depth == 0:
+            cut = index
+            break
+    return core[:cut].strip()
 
 
 def compiled_kernel_names(kernels: list) -> set[str]:
-    """Base names of the kernels the compiler reported (``KernelResources``)."""
-    return {kernel_base_name(k.name) for k in kernels} | {kernel_base_name(k.mangled_name) for k in kernels}
+    """Names of the kernels the compiler reported (``KernelResources``): namespace-qualified when
+    the demangled name has a namespace, so a library kernel of the same base name never matches."""
+    return {qualified_kernel_name(k.name) if not k.name.startswith("_Z") else kernel_base_name(k.name)
+            for k in kernels}

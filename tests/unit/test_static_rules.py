@@ -115,3 +115,45 @@ def test_kernel_names_are_found_in_cuda_source():
 ])
 def test_profiler_and_compiler_names_reduce_to_the_source_name(name, base):
     assert kernel_base_name(name) == base
+
+
+@pytest.mark.parametrize("code, tag", [
+    ('tm = torch.sys.modules["cudarl.tester.timing"]', "[import]"),
+    ("from torch.utils import cpp_extension\ncpp_extension.subprocess.Popen(['sleep', '9'])", "[import]"),
+    ("import typing\nx = typing.sys", "[import]"),
+    ("x = torch.autograd.profiler.profile", "[private]"),
+], ids=["torch.sys", "cpp_extension.subprocess", "typing.sys", "autograd.profiler"])
+def test_modules_reached_through_allowed_modules_are_refused(code, tag):
+    assert any(r.startswith(tag) for r in reasons_of(code)), reasons_of(code)
+
+
+@pytest.mark.parametrize("code", [
+    "torch.backends.cuda.matmul.allow_tf32 = False",
+    "class Op(torch.autograd.Function):\n    pass",
+    "import torch.cuda\nimport torch.nn.init",
+], ids=["backends-flag", "autograd-function", "torch-submodules"])
+def test_ordinary_solution_code_is_not_refused(code):
+    assert reasons_of(code) == []
+
+
+@pytest.mark.parametrize("module_code, tag", [
+    ("def helper(x, _seen=[]):\n    return x", "[cache]"),
+    ("class Counter:\n    n = 0\n\n\ndef bump():\n    Counter.n += 1", "[cache]"),
+    ("class Keeper:\n    def keep(self, x):\n        self.last = x", "[cache]"),
+], ids=["mutable-default", "class-counter", "state-in-a-helper-method"])
+def test_state_kept_outside_forward_is_refused_too(module_code, tag):
+    assert any(r.startswith(tag) for r in reasons_of(module_code)), reasons_of(module_code)
+
+
+@pytest.mark.parametrize("profiled, own, expected", [
+    ("void flash_fwd_kernel<float, 64>(float const*, float*)", {"flash_fwd_kernel"}, True),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >(Params)", {"flash_fwd_kernel"}, False),
+    ("void (anonymous namespace)::scale<float>(float*)", {"scale"}, True),
+    ("void ns::scale<float, 4>(float const*, float*)", {"ns::scale"}, True),
+    ("void at::native::vectorized_elementwise_kernel<4>(int)", {"vectorized_elementwise_kernel"}, False),
+    ("gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>", {"add_kernel"}, False),
+], ids=["own-template", "library-same-base-name", "anonymous-namespace", "own-namespace", "aten", "cublas"])
+def test_profiled_kernels_are_matched_to_the_candidates_own(profiled, own, expected):
+    from cudarl.tester.hardening import is_own_kernel
+
+    assert is_own_kernel(profiled, own) is expected
