@@ -2,8 +2,8 @@
 
 It runs no candidate code. It loads the task's reference, draws the secret trial seeds, starts the
 runner (the candidate's process) and asks it for outputs, which it compares with the reference
-outputs it computed itself; it times the reference in its own process; and it signs the result
-it sends to the tester. Everything the candidate could tamper with (the reference, the expected
+outputs it computed itself; it times the reference in its own process before the candidate is
+loaded; and it signs the result it sends to the tester. Everything the candidate could tamper with (the reference, the expected
 outputs, the seeds of trials not yet run, the result pipe and its key) lives here, out of reach.
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
@@ -245,6 +245,7 @@ def run(job: dict) -> None:
         judge.build_reference()
     except BaseException as exc:  # noqa: BLE001
         finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+    reference_timing = time_reference(judge, job)  # while the runner is still importing torch
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
                          jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],
@@ -263,10 +264,10 @@ def run(job: dict) -> None:
         for number in range(job["hidden_trials"]):
             judge.check_trial("hidden-shape trial", number, judge.secret.getrandbits(62), "hidden_trials", False)
         raise_if_patched(judge)
-        if job["timing"]["enabled"] and judge.device.type == "cuda":
+        if reference_timing is not None:
             set_constants(judge, defaults, "timing")
     raise_if_patched(judge)
-    finish_timed(judge, job)
+    finish_timed(judge, job, reference_timing)
 
 
 def set_constants(judge: Judge, constants: dict, stage: str) -> None:
@@ -282,18 +283,18 @@ def raise_if_patched(judge: Judge) -> None:
     judge.problems_verdict(reply["problems"], "correctness", "after the trials")
 
 
-def finish_timed(judge: Judge, job: dict) -> None:
+def time_reference(judge: Judge, job: dict) -> tuple[object, int] | None:
+    """Time the reference (stats, base seed of the timed inputs), before any candidate code has
+    run: nothing the candidate could start (a process or thread loading the GPU) can slow it."""
     from cudarl.config import TimingConfig
-    from cudarl.tester import correctness, timing
+    from cudarl.tester import timing
 
-    torch = judge.torch
     if not job["timing"]["enabled"] or judge.device.type != "cuda":
-        finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
+        return None
     config = TimingConfig(**job["timing"])
     base = judge.secret.getrandbits(40) << 20
     flush = timing.l2_flush_buffer(judge.device)
     state: dict = {"inputs": None}
-
     fresh = job["fresh_timing_inputs"]
 
     def prepare(index: int) -> None:
@@ -302,8 +303,19 @@ def finish_timed(judge: Judge, job: dict) -> None:
             state["inputs"] = judge.inputs_for(base + index if fresh else base - 1)
 
     judge.send_stage("timing", model="reference")
-    with torch.no_grad():
-        ref_stats = timing.time_callable(lambda _k: judge.model(*state["inputs"]), flush, config, prepare=prepare)
+    with judge.torch.no_grad():
+        stats = timing.time_callable(lambda _k: judge.model(*state["inputs"]), flush, config, prepare=prepare)
+    return stats, base
+
+
+def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None) -> None:
+    from cudarl.tester import correctness
+
+    torch = judge.torch
+    if reference is None:
+        finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
+    ref_stats, base = reference
+    fresh = job["fresh_timing_inputs"]
     judge.send_stage("timing", model="candidate")
     started = time.monotonic()
     reply, blobs = judge.ask("time", "timing", base_seed=base, timing=job["timing"],
@@ -340,7 +352,7 @@ def finish_timed(judge: Judge, job: dict) -> None:
     timing_report = {
         "candidate": cand_stats.model_dump(), "reference": ref_stats.model_dump(),
         "speedup": ref_stats.median_ms / cand_stats.median_ms if cand_stats.median_ms > 0 else 0.0,
-        "l2_flush_bytes": flush.numel(), "device": torch.cuda.get_device_name(judge.device),
+        "l2_flush_bytes": reply["l2_flush_bytes"], "device": torch.cuda.get_device_name(judge.device),
     }
     judge.link.close()
     finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)

@@ -18,7 +18,6 @@ Every reply echoes the request's nonce. The judge, not this process, decides the
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
