@@ -37,7 +37,9 @@ Covered (each has an exploit in tests/exploits and a test that it is stopped, wi
 Not covered: the candidate's timing is measured and summarized inside the runner, so a candidate
 that got past the static rules and patched the harness's timing code there could report faster
 times (not wrong outputs: correctness is the judge's); the static rules refuse every route found
-so far (imports, ``torch.sys``-style attribute chains, introspection), which is why they stay on.
+so far (imports, ``torch.sys``-style attribute chains, introspection), and the runner reports
+replaced harness and torch functions (``[patched]``), but code that alters them without
+replacing them (or writes memory below Python) is not caught at run time.
 The reference is timed after candidate code has run, so a process the candidate left loading the
 GPU could slow the reference (processes are refused statically and killed at the end, not before
 timing). The tester process itself is dumpable, so the runner could flood (not forge) its result

@@ -45,15 +45,29 @@ WATCHED = (
     "torch.Tensor.clone", "torch.Tensor.cpu", "torch.Tensor.fill_", "torch.Tensor.contiguous",
     "torch.randn", "torch.rand", "torch.randint", "torch.empty",
     "time.perf_counter", "time.monotonic", "time.time",
+    # The harness's own functions that run in this process after the candidate is imported.
+    "cudarl.tester.timing.time_callable", "cudarl.tester.timing.summarize", "cudarl.tester.timing._sample",
+    "cudarl.tester.timing.l2_flush_buffer", "cudarl.tester.correctness.check_plain_tensor",
+    "cudarl.tester.correctness.inputs_unchanged", "cudarl.tester.channel.tensor_to_blob",
+    "cudarl.tester.hardening.aliasing", "cudarl.tester.hardening.profile_kernels",
+    "cudarl.tester.hardening.poison_free_memory", "cudarl.tester.hardening.new_threads",
 )
 
 
 def _resolve(path: str) -> object:
+    """The object at a dotted path: the longest importable module prefix, then attributes."""
     import importlib
 
     parts = path.split(".")
-    value: object = importlib.import_module(parts[0])
-    for part in parts[1:]:
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:split]))
+            break
+        except ImportError:
+            continue
+    else:
+        raise AttributeError(path)
+    for part in parts[split:]:
         value = getattr(value, part)
     return value
 

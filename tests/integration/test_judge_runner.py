@@ -69,6 +69,10 @@ THREAD = body('''        import threading, time
         threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
         return 2 * torch.tanh(x)''')
 EXITS = body("        import os\n        os._exit(0)")
+PATCHES_HARNESS = GOOD + """
+
+torch.sys.modules["cudarl.tester.correctness"].check_plain_tensor = lambda value, where: ""
+"""
 FORGES_REPLY = body('''        import os
         for fd in range(3, 40):
             try:
@@ -128,7 +132,8 @@ def test_candidate_that_writes_into_its_inputs_is_incorrect(tmp_path):
     (THREAD, "rejected", "[thread]"),
     (EXITS, "crashed", "exited with code 0 without answering"),
     (FORGES_REPLY, "rejected", "[channel]"),
-], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply"])
+    (PATCHES_HARNESS, "rejected", "[patched] the candidate replaced cudarl.tester.correctness.check_plain_tensor"),
+], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply", "patches-harness"])
 def test_runtime_defenses_name_the_trick(tmp_path, source, outcome, words):
     result = evaluate(tmp_path, source)
     assert result["outcome"] == outcome, result["reasons"]

@@ -56,3 +56,4 @@ def test_a_closed_channel_is_end_of_file_not_a_frame():
 def test_a_tensor_whose_bytes_do_not_match_its_shape_is_refused():
     with pytest.raises(channel.ChannelError):
         channel.blob_to_tensor({"shape": [4], "dtype": "float32"}, b"\0" * 8, "cpu")
+
