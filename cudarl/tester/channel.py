@@ -17,11 +17,38 @@ import hmac
 import json
 import os
 import struct
+import sys
+import time
 from typing import Any
 
 _MAGIC = b"CRL1"
 _PREFIX = struct.Struct("<4sQ")
 MAX_HEADER_BYTES = 4 << 20
+
+
+class ResultWriter:
+    """The child's end of the result pipe: JSON lines (``hello``, ``stage``, ``result``), signed
+    when a key is given. The compile child writes unsigned, the judge signed."""
+
+    def __init__(self, fd: int, key: bytes | None = None) -> None:
+        self.fd, self.key = fd, key
+
+    def send(self, event: str, **fields) -> None:
+        message = {"event": event, "t": time.time(), **fields}
+        if self.key is not None:
+            message = sign(message, self.key)
+        os.write(self.fd, (json.dumps(message, default=str) + "\n").encode())
+
+    def finish(self, outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
+        """Send the result, kill every process left below (the candidate's), and exit at once
+        (skipping atexit and CUDA teardown: a broken context must not hang the exit)."""
+        from cudarl.tester.isolation import kill_descendants
+
+        self.send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
+        kill_descendants()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 class ChannelError(Exception):

@@ -16,31 +16,16 @@ import errno
 import json
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 
-_RESULT_FD = -1
+from cudarl.tester.channel import ResultWriter
+
 _CUDA_ERROR_MARKERS = (
     "CUDA error", "cudaError", "illegal memory access", "unspecified launch failure",
     "device-side assert", "CUDA_ERROR", "misaligned address", "an illegal instruction",
     "CUBLAS_STATUS", "launch timed out",
 )
-
-
-def send(event: str, **fields) -> None:
-    line = json.dumps({"event": event, "t": time.time(), **fields}, default=str) + "\n"
-    os.write(_RESULT_FD, line.encode())
-
-
-def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
-    from cudarl.tester.isolation import kill_descendants
-
-    send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
-    kill_descendants()  # the build is done; whatever the candidate's import started goes
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # skip atexit/CUDA teardown: a broken context must not hang the exit
 
 
 def describe_exception(exc: BaseException, limit: int = 3000) -> str:
@@ -50,6 +35,11 @@ def describe_exception(exc: BaseException, limit: int = 3000) -> str:
     if len(text) > limit:
         text = text[:limit // 3] + "\n[...]\n" + text[-(2 * limit) // 3:]
     return text.strip()
+
+
+def file_too_large(exc: BaseException) -> bool:
+    """A write past RLIMIT_FSIZE (Python ignores SIGXFSZ, so the write fails with EFBIG)."""
+    return isinstance(exc, OSError) and exc.errno == errno.EFBIG
 
 
 def classify(exc: BaseException, stage: str) -> str:
@@ -63,7 +53,7 @@ def classify(exc: BaseException, stage: str) -> str:
         return "cuda_error"
     if isinstance(exc, SystemExit):
         return "crashed"
-    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # Python ignores SIGXFSZ: writes fail
+    if file_too_large(exc):
         return "resource_limit"
     return "load_error" if stage == "load" else "runtime_error"
 
@@ -84,26 +74,24 @@ def make_inputs(reference, device) -> list:
         return _to_device(reference.get_inputs(), device)
 
 
-def run_compile(job: dict) -> None:
+def run_compile(job: dict, results: ResultWriter) -> None:
     from cudarl.tester.loading import import_source, install_load_inline_hook
 
     built = install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"],
                                      job["jobs"], stub=False)
-    send("stage", stage="compile")
+    results.send("stage", stage="compile")
     try:
         import_source(Path(job["candidate_path"]), "cudarl_candidate")
     except BaseException as exc:  # noqa: BLE001 - every failure is the candidate's verdict
-        too_large = isinstance(exc, OSError) and exc.errno == errno.EFBIG
-        finish("resource_limit" if too_large else "compile_error", "compile", [describe_exception(exc)],
-               extensions=built)
-    finish("compiled", "compile", extensions=built)
+        results.finish("resource_limit" if file_too_large(exc) else "compile_error", "compile",
+                       [describe_exception(exc)], extensions=built)
+    results.finish("compiled", "compile", extensions=built)
 
 
 def main() -> None:
-    global _RESULT_FD
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--result-fd", type=int, required=True)
-    _RESULT_FD = parser.parse_args().result_fd
+    results = ResultWriter(parser.parse_args().result_fd)
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
     from cudarl.tester.isolation import apply_limits
@@ -113,11 +101,11 @@ def main() -> None:
         from cudarl.tester.isolation import become_subreaper
 
         applied["subreaper"] = become_subreaper()
-    send("hello", pid=os.getpid(), **applied)
+    results.send("hello", pid=os.getpid(), **applied)
     if job["kind"] == "compile":
-        run_compile(job)
+        run_compile(job, results)
     else:
-        finish("harness_error", "guard", [f"unknown job kind {job['kind']!r}"])
+        results.finish("harness_error", "guard", [f"unknown job kind {job['kind']!r}"])
 
 
 if __name__ == "__main__":

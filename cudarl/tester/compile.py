@@ -16,7 +16,7 @@ import json
 import subprocess
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cudarl import _compat
@@ -140,10 +140,8 @@ def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig,
 def compile_extension(candidate_path: Path, build_root: Path, arch: str, config: CompileConfig,
                       sandbox: SandboxConfig, key: str) -> CompileOutcome:
     """Extension mode: the candidate's own ``load_inline`` calls, in a sandboxed child."""
-    limits = ChildLimits(timeout_s=config.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
-                         file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB),
-                         output_limit_bytes=1 << 20, isolate_network=sandbox.isolate_network,
-                         isolate_pids=sandbox.isolate_pids, max_processes=sandbox.max_processes)
+    limits = replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
+                     file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs}
     child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)

@@ -26,8 +26,8 @@ from __future__ import annotations
 import ctypes
 import platform
 import re
+import sys
 import threading
-import time
 from dataclasses import dataclass
 
 import torch
@@ -54,37 +54,42 @@ WATCHED = (
 )
 
 
-def _resolve(path: str) -> object:
-    """The object at a dotted path: the longest importable module prefix, then attributes."""
+def _locate(path: str) -> tuple[str, list[str]]:
+    """(module, attribute chain) of a dotted path: the longest importable prefix is the module."""
     import importlib
 
     parts = path.split(".")
     for split in range(len(parts) - 1, 0, -1):
         try:
-            value: object = importlib.import_module(".".join(parts[:split]))
-            break
+            importlib.import_module(".".join(parts[:split]))
         except ImportError:
             continue
-    else:
-        raise AttributeError(path)
-    for part in parts[split:]:
-        value = getattr(value, part)
+        return ".".join(parts[:split]), parts[split:]
+    raise AttributeError(path)
+
+
+def _resolve(module: str, attributes: list[str]) -> object:
+    value: object = sys.modules[module]
+    for attribute in attributes:
+        value = getattr(value, attribute)
     return value
 
 
 class Originals:
-    """Functions bound before the candidate runs; ``changed()`` names those later replaced."""
+    """Functions bound before the candidate runs; ``changed()`` names those later replaced.
+    Paths are split into module and attributes once, so each check is a few lookups."""
 
     def __init__(self, paths: tuple[str, ...] = WATCHED) -> None:
-        self.bound = {path: _resolve(path) for path in paths}
+        self.located = {path: _locate(path) for path in paths}
+        self.bound = {path: _resolve(*where) for path, where in self.located.items()}
         self.code = {path: getattr(fn, "__code__", None) for path, fn in self.bound.items()}
 
     def changed(self) -> list[str]:
         replaced = []
         for path, original in self.bound.items():
             try:
-                current = _resolve(path)
-            except AttributeError:
+                current = _resolve(*self.located[path])
+            except (AttributeError, KeyError):
                 replaced.append(path)
                 continue
             if current is not original or getattr(current, "__code__", None) is not self.code[path]:
@@ -242,11 +247,3 @@ def drop_capabilities() -> str:
     if libc.syscall(number, header, data) != 0:
         return f"capabilities kept (capset failed: errno {ctypes.get_errno()})"
     return "capabilities dropped"
-
-
-def host_clock() -> float:
-    """The host clock the harness uses, bound before any candidate runs."""
-    return _perf_counter()
-
-
-_perf_counter = time.perf_counter

@@ -3,8 +3,9 @@
 It runs no candidate code. It loads the task's reference, draws the secret trial seeds, starts the
 runner (the candidate's process) and asks it for outputs, which it compares with the reference
 outputs it computed itself; it times the reference in its own process before the candidate is
-loaded; and it signs the result it sends to the tester. Everything the candidate could tamper with (the reference, the expected
-outputs, the seeds of trials not yet run, the result pipe and its key) lives here, out of reach.
+loaded; and it signs the result it sends to the tester. Everything the candidate could tamper
+with (the reference, the expected outputs, the seeds of trials not yet run, the result pipe and
+its key) lives here, out of reach.
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
@@ -29,25 +30,18 @@ from pathlib import Path
 from cudarl.tester import channel
 from cudarl.tester.child import describe_exception, make_inputs
 
-_RESULT_FD = -1
-_KEY = b""
+_RESULTS = channel.ResultWriter(-1)  # the signed result pipe, set up in main()
 _CHANNEL_TAG = "[channel]"
 _RUNNER_FAILURES = {"runtime_error", "cuda_error", "memory_limit", "load_error", "crashed", "resource_limit"}
 
 
 def send(event: str, **fields) -> None:
-    message = channel.sign({"event": event, "t": time.time(), **fields}, _KEY)
-    os.write(_RESULT_FD, (json.dumps(message, default=str) + "\n").encode())
+    _RESULTS.send(event, **fields)
 
 
 def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
-    from cudarl.tester.isolation import kill_descendants
-
-    send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
-    kill_descendants()  # the runner and anything it started, re-parented here or not
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    """Sign and send the result; the runner and anything it started are killed; exit."""
+    _RESULTS.finish(outcome, stage, reasons, **fields)
 
 
 class RunnerGone(Exception):
@@ -151,6 +145,15 @@ class Judge:
             out = self.model(*[v.clone() if isinstance(v, self.torch.Tensor) else v for v in inputs])
         return out, inputs
 
+    def compare(self, reply: dict, blobs: list[bytes], expected: object):
+        """The runner's outputs (as rebuilt from its reply) against the judge's expected ones."""
+        from cudarl.tester import correctness
+
+        output, problem = _outputs_from(reply, blobs, self.device)
+        if problem:
+            return correctness.Comparison(False, problem)
+        return correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"])
+
     def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
         finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
 
@@ -176,7 +179,6 @@ class Judge:
             self.fail("incorrect", stage, [f"{label}: {problems[0]}"])
 
     def check_trial(self, label: str, number: int, seed: int, key: str, profile: bool) -> None:
-        from cudarl.tester import correctness
         from cudarl.tester.runner import input_fingerprint
 
         self.send_stage("correctness", trial=number if key == "trials" else f"hidden {number}")
@@ -192,9 +194,7 @@ class Judge:
                            "for the same seed (it changed input generation or torch's global state)"])
             self.fail("harness_error", "correctness",
                       [f"{where}: the task's get_inputs is not deterministic for a seed"])
-        output, problem = _outputs_from(reply, blobs, self.device)
-        result = correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"]) \
-            if not problem else correctness.Comparison(False, problem)
+        result = self.compare(reply, blobs, expected)
         self.report["max_abs_error"] = max(self.report["max_abs_error"], result.max_abs_error)
         self.report["max_rel_error"] = max(self.report["max_rel_error"], result.max_rel_error)
         if not result.ok:
@@ -263,7 +263,6 @@ def run(job: dict) -> None:
         set_constants(judge, job["hidden"], "correctness")
         for number in range(job["hidden_trials"]):
             judge.check_trial("hidden-shape trial", number, judge.secret.getrandbits(62), "hidden_trials", False)
-        raise_if_patched(judge)
         if reference_timing is not None:
             set_constants(judge, defaults, "timing")
     raise_if_patched(judge)
@@ -291,52 +290,39 @@ def time_reference(judge: Judge, job: dict) -> tuple[object, int] | None:
 
     if not job["timing"]["enabled"] or judge.device.type != "cuda":
         return None
-    config = TimingConfig(**job["timing"])
     base = judge.secret.getrandbits(40) << 20
-    flush = timing.l2_flush_buffer(judge.device)
-    state: dict = {"inputs": None}
-    fresh = job["fresh_timing_inputs"]
-
-    def prepare(index: int) -> None:
-        if fresh or index < 0:
-            state["inputs"] = None
-            state["inputs"] = judge.inputs_for(base + index if fresh else base - 1)
-
+    inputs = timing.TimedInputs(judge.inputs_for, base, job["fresh_timing_inputs"])
     judge.send_stage("timing", model="reference")
     with judge.torch.no_grad():
-        stats = timing.time_callable(lambda _k: judge.model(*state["inputs"]), flush, config, prepare=prepare)
+        stats = timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
+                                     TimingConfig(**job["timing"]), prepare=inputs.prepare)
     return stats, base
 
 
 def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None) -> None:
-    from cudarl.tester import correctness
+    from cudarl.tester.verdict import TimingStats
 
     torch = judge.torch
     if reference is None:
         finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
     ref_stats, base = reference
-    fresh = job["fresh_timing_inputs"]
     judge.send_stage("timing", model="candidate")
     started = time.monotonic()
     reply, blobs = judge.ask("time", "timing", base_seed=base, timing=job["timing"],
-                             pick_seed=judge.secret.getrandbits(62), fresh_inputs=fresh,
+                             pick_seed=judge.secret.getrandbits(62), fresh_inputs=job["fresh_timing_inputs"],
                              reset_l2=job["reset_persisting_l2"])
     wall_ms = (time.monotonic() - started) * 1000.0
     judge.problems_verdict(reply["problems"], "timing", "timing")
     cursor = 0
     for check in reply["checks"]:
         count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
-        output, problem = _outputs_from(check, blobs[cursor:cursor + count], judge.device)
-        cursor += count
         expected, _ = judge.expected_for(int(check["seed"]))
-        result = correctness.compare_outputs(output, expected, job["atol"], job["rtol"]) \
-            if not problem else correctness.Comparison(False, problem)
+        result = judge.compare(check, blobs[cursor:cursor + count], expected)
+        cursor += count
         if not result.ok:
             call = int(check["seed"]) - base
             judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
                                                f"was wrong: {result.reason}"])
-    from cudarl.tester.verdict import TimingStats
-
     cand_stats = TimingStats.model_validate(reply["stats"])
     if cand_stats.clock_violations:
         judge.fail("rejected", "timing", [f"[timer] {cand_stats.clock_violations} timed run(s) reported more "
@@ -359,13 +345,12 @@ def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None) 
 
 
 def main() -> None:
-    global _RESULT_FD, _KEY
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--result-fd", type=int, required=True)
-    _RESULT_FD = parser.parse_args().result_fd
+    _RESULTS.fd = parser.parse_args().result_fd
     job = json.loads(sys.stdin.read())
     sys.stdin.close()
-    _KEY = bytes.fromhex(job.pop("key"))
+    _RESULTS.key = bytes.fromhex(job.pop("key"))
     from cudarl.tester.isolation import apply_limits, make_undumpable
 
     applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])

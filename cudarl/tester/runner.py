@@ -75,6 +75,14 @@ class Runner:
         changed = correctness.inputs_unchanged(saved, inputs)
         if changed:
             problems.append(changed)
+        return problems + self._integrity_problems()
+
+    def _integrity_problems(self) -> list[str]:
+        """Harness or torch functions the candidate replaced, and threads it left running."""
+        problems = []
+        replaced = self.originals.changed() if self.originals else []
+        if replaced:
+            problems.append(f"[patched] the candidate replaced {', '.join(replaced)}")
         threads = self.hardening.new_threads(self.thread_baseline)
         if threads:
             problems.append(f"[thread] the candidate left Python threads running: {', '.join(threads)}")
@@ -162,49 +170,35 @@ class Runner:
 
         torch = self.torch
         config = TimingConfig(**request["timing"])
-        base = request["base_seed"]
         flush = timing.l2_flush_buffer(self.device)
         reset_l2 = self.hardening.PersistingL2Reset() if request.get("reset_l2", True) else None
-        fresh = request.get("fresh_inputs", True)
+        inputs = timing.TimedInputs(self.inputs_for, request["base_seed"], request.get("fresh_inputs", True))
         chooser = random.Random(request["pick_seed"])
-        state: dict = {"inputs": None, "picked": None, "last": None}
-
-        def prepare(index: int) -> None:
-            if fresh or index < 0:
-                state["inputs"] = None
-                state["inputs"] = self.inputs_for(base + index if fresh else base - 1)
+        state: dict = {"picked": None, "last": None}
 
         def keep(index: int, output) -> None:
             clones = [o.clone() if isinstance(o, self.tensor_type) else o for o in self._outputs(output)]
-            kept = (base + index if fresh else base - 1, clones, isinstance(output, (tuple, list)))
+            kept = (inputs.seed(index), clones, isinstance(output, (tuple, list)))
             state["last"] = kept
             if chooser.random() < 1.0 / (index + 1):  # a uniformly random timed call, unknown in advance
                 state["picked"] = kept
 
         with torch.no_grad():
-            stats = timing.time_callable(lambda _k: self.model(*state["inputs"]), flush, config,
-                                         prepare=prepare, on_sample=keep, before_sample=reset_l2)
+            stats = timing.time_callable(lambda _k: self.model(*inputs.current), flush, config,
+                                         prepare=inputs.prepare, on_sample=keep, before_sample=reset_l2)
         checks = [state["picked"], state["last"]]
         metas, blobs = [], []
         for seed, outputs, nested in checks:
             packed, raw = self._pack(outputs)
             metas.append({"seed": seed, "outputs": packed, "nested": nested})
             blobs.extend(raw)
-        problems = []
-        replaced = self.originals.changed() if self.originals else []
-        if replaced:
-            problems.append(f"[patched] the candidate replaced {', '.join(replaced)}")
-        threads = self.hardening.new_threads(self.thread_baseline)
-        if threads:
-            problems.append(f"[thread] the candidate left Python threads running: {', '.join(threads)}")
-        reply = {"ok": True, "stats": stats.model_dump(), "checks": metas, "problems": problems,
+        reply = {"ok": True, "stats": stats.model_dump(), "checks": metas, "problems": self._integrity_problems(),
                  "l2_flush_bytes": flush.numel(), "persisting_l2_reset": bool(reset_l2 and reset_l2.available),
                  "device": torch.cuda.get_device_name(self.device)}
         return reply, blobs
 
     def patched(self, _request: dict) -> dict:
-        replaced = self.originals.changed() if self.originals else []
-        return {"ok": True, "problems": [f"[patched] the candidate replaced {', '.join(replaced)}"] if replaced else []}
+        return {"ok": True, "problems": self._integrity_problems()}
 
 
 def input_fingerprint(inputs: list) -> list:

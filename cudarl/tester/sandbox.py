@@ -46,6 +46,14 @@ class ChildLimits:
     isolate_pids: bool = True
     max_processes: int = 64
 
+    @classmethod
+    def from_config(cls, sandbox) -> "ChildLimits":
+        """The limits a ``SandboxConfig`` sets for one child."""
+        return cls(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
+                   file_size_limit_mb=sandbox.file_size_limit_mb, output_limit_bytes=sandbox.output_limit_kb << 10,
+                   isolate_network=sandbox.isolate_network, isolate_pids=sandbox.isolate_pids,
+                   max_processes=sandbox.max_processes)
+
 
 @dataclass
 class ChildOutcome:

@@ -67,15 +67,6 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
     }
 
 
-def child_limits(sandbox) -> ChildLimits:
-    """The sandbox settings as the limits of one child."""
-    return ChildLimits(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
-                       file_size_limit_mb=sandbox.file_size_limit_mb,
-                       output_limit_bytes=sandbox.output_limit_kb << 10,
-                       isolate_network=sandbox.isolate_network, isolate_pids=sandbox.isolate_pids,
-                       max_processes=sandbox.max_processes)
-
-
 @dataclass
 class Prepared:
     """A candidate after stages 1-2: the verdict so far and, if it compiled, where it lives."""
@@ -187,7 +178,7 @@ class Tester:
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
                         atol, rtol, task.hidden, kernel_names)
-        child = run_child("cudarl.tester.judge", job, child_limits(sandbox), cwd=workdir, key=secrets.token_bytes(32))
+        child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,
                                         stderr=child.stderr, output_truncated=child.output_truncated)

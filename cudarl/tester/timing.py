@@ -62,6 +62,24 @@ def summarize(samples_ms: list[float]) -> TimingStats:
                        min_ms=min(samples_ms), count=count, rse=rse)
 
 
+class TimedInputs:
+    """The inputs of each timed call, drawn from seeds the judge and the runner share: fresh for
+    every timed call k (seed ``base + k``), or one fixed set (seed ``base - 1``, also the warm-up's)."""
+
+    def __init__(self, make: Callable[[int], list], base: int, fresh: bool) -> None:
+        self.make, self.base, self.fresh = make, base, fresh
+        self.current: list = []
+
+    def seed(self, index: int) -> int:
+        return self.base + index if self.fresh and index >= 0 else self.base - 1
+
+    def prepare(self, index: int) -> None:
+        """``time_callable``'s ``prepare``: new inputs unless they are fixed and already made."""
+        if self.fresh or index < 0:
+            self.current = []  # free the previous set before drawing the next
+            self.current = self.make(self.seed(index))
+
+
 def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tuple[float, float, float, object]:
     """One timed call: (stream ms, device ms, host ms, output).
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cudarl import config as settings
-from cudarl.tester.sandbox import ChildOutcome, run_child
-from cudarl.tester.tester import child_limits, judge_job
+from cudarl.tester.sandbox import ChildLimits, ChildOutcome, run_child
+from cudarl.tester.tester import judge_job
 
 TASK = '''
 import torch
@@ -95,8 +95,8 @@ def evaluate(tmp_path: Path, candidate: str, hidden: dict | None = None) -> dict
     (tmp_path / "candidate.py").write_text(candidate)
     config = settings.TesterConfig()
     job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, hidden or {}, [], cpu_correctness=True)
-    child = run_child("cudarl.tester.judge", job, child_limits(config.sandbox).__class__(
-        timeout_s=120, memory_limit_mb=8192), cwd=tmp_path, key=secrets.token_bytes(32))
+    child = run_child("cudarl.tester.judge", job, ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
+                      key=secrets.token_bytes(32))
     result = child.last("result")
     assert result is not None, child.stderr
     result["_child"] = child
@@ -171,7 +171,7 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
     (tmp_path / "reference.py").write_text(TASK)
     (tmp_path / "candidate.py").write_text(FORK_BOMB)
     job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, {}, [], cpu_correctness=True)
-    child = run_child("cudarl.tester.judge", job, child_limits(config.sandbox), cwd=tmp_path,
+    child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(config.sandbox), cwd=tmp_path,
                       key=secrets.token_bytes(32))
     assert child.processes_exceeded and child.last("result") is None
 
