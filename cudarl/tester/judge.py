@@ -246,6 +246,7 @@ def run(job: dict) -> None:
     except BaseException as exc:  # noqa: BLE001
         finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
     reference_timing = time_reference(judge, job)  # while the runner is still importing torch
+    judge.send_stage("load", model="candidate")
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
                          jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],

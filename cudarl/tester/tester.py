@@ -39,8 +39,10 @@ def _where(child: ChildOutcome) -> str:
 
 
 def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
-    """Wall time per stage from the child's timestamped stage messages."""
-    marks = [(m["stage"], m["t"]) for m in child.messages if m.get("event") in ("stage", "result") and "t" in m]
+    """Wall time per stage from the child's timestamped stage messages; timing and loading are split
+    by model (``timing (reference)``, ``timing (candidate)``, ``load (candidate)``)."""
+    marks = [(f"{m['stage']} ({m['model']})" if "model" in m else m["stage"], m["t"])
+             for m in child.messages if m.get("event") in ("stage", "result") and "t" in m]
     seconds: dict[str, float] = {}
     for (stage, start), (_, end) in zip(marks, marks[1:]):
         seconds[stage] = seconds.get(stage, 0.0) + max(0.0, end - start)
