@@ -4,7 +4,8 @@ The tester's runner is a fresh process per candidate, so the profiler's one-time
 (CUPTI and Kineto initialisation) is paid on every evaluation. Each variant below runs in its
 own fresh process: CUDA is initialised first (not counted), then a small forward (a matmul and
 a softmax) is profiled twice; the table shows the first and the second profiled call, and the
-cost of an optional warm-up step done before them.
+cost of an optional warm-up step done before them. Then (``--contention-rounds``) whether a
+runner warming up in another process disturbs a timing measurement made meanwhile.
 
     python benchmarks/profiler_startup.py [--repeats 3]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -55,10 +57,57 @@ print(json.dumps(result))
 
 VARIANTS = ("cpu+cuda", "cuda-only", "cpu+cuda prepared", "cuda-only prepared")
 
+_WARMER = r"""
+import sys, torch
+from cudarl.tester.hardening import warm_profiler
+print("imported", flush=True)
+warm_profiler(torch.device("cuda"))
+"""
+
+
+def contention(rounds: int) -> list[dict]:
+    """Does a runner starting CUDA and the profiler disturb the judge timing its reference?
+
+    Times two kernels here (cudarl's timing, default settings), alternately alone and while a
+    fresh process starts CUDA and the profiler (``warm_profiler``, as the runner does), begun
+    right as the measurement starts. Reports the median of each condition."""
+    import torch
+
+    from cudarl.config import TimingConfig
+    from cudarl.tester import timing
+
+    device = torch.device("cuda")
+    flush = timing.l2_flush_buffer(device)
+    a, b = torch.randn(4096, 4096, device=device), torch.randn(4096, 4096, device=device)
+    x, y = torch.randn(1 << 24, device=device), torch.randn(1 << 24, device=device)
+    kernels = {"matmul 4096": lambda _k: a @ b, "add 16M": lambda _k: x + y}
+    rows = []
+    for name, call in kernels.items():
+        medians: dict[str, list[float]] = {"alone": [], "while warming": []}
+        for _ in range(rounds):
+            for condition in medians:
+                child = None
+                if condition == "while warming":
+                    child = subprocess.Popen([sys.executable, "-c", _WARMER], stdout=subprocess.PIPE, text=True,
+                                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                    child.stdout.readline()
+                stats = timing.time_callable(call, flush, TimingConfig())
+                medians[condition].append(stats.median_ms)
+                if child is not None:
+                    child.wait(timeout=120)
+        row = {"kernel": name, **{k: statistics.median(v) for k, v in medians.items()}, "runs": medians}
+        row["change"] = row["while warming"] / row["alone"] - 1.0
+        rows.append(row)
+        print(f"{name:14s} alone {row['alone']:.4f} ms   while a runner warms up {row['while warming']:.4f} ms   "
+              f"{row['change']:+.2%}", flush=True)
+    return rows
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--contention-rounds", type=int, default=5,
+                        help="alternations of the timing-contention check (0: skip it)")
     parser.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args()
     import torch
@@ -84,11 +133,13 @@ def main() -> int:
         rows.append(row)
         print(f"{variant:22s} {row['warmup_s']:10.3f} {row['first_s']:8.3f} {row['second_s']:9.3f} "
               f"{runs[-1]['kernels']:8d}", flush=True)
+    contended = contention(args.contention_rounds) if args.contention_rounds else []
     gpu = torch.cuda.get_device_name().replace(" ", "-")
     out = Path(args.out_dir) / f"profiler_startup-{datetime.now(timezone.utc):%Y-%m-%d}-{gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
-                               "torch": torch.__version__, "rows": rows}, indent=2))
+                               "torch": torch.__version__, "rows": rows,
+                               "contention": contended}, indent=2))
     print(f"wrote {out}")
     return 0
 

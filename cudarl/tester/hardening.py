@@ -28,6 +28,7 @@ import platform
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 import torch
@@ -180,6 +181,25 @@ class KernelTime:
     name: str
     microseconds: float
     launches: int
+
+
+def warm_profiler(device: torch.device) -> float:
+    """Start CUDA and the profiler once, empty, before any request; returns the seconds it took.
+
+    The first profiled call in a fresh process pays the profiler's start-up (CUPTI and Kineto):
+    3.5 s on an H200, against 0.1 s once warmed (benchmarks/results/profiler_startup-*). The
+    runner does it as soon as torch is imported, so the start-up overlaps the judge's own start
+    and reference timing instead of adding to the evaluation; no candidate code exists yet."""
+    from torch.profiler import ProfilerActivity, profile
+
+    started = time.perf_counter()
+    torch.ones(1, device=device).add_(1)
+    warm = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    warm.prepare_trace()
+    warm.start_trace()
+    torch.cuda.synchronize(device)
+    warm.stop_trace()
+    return time.perf_counter() - started
 
 
 def profile_kernels(call, device: torch.device) -> tuple[object, list[KernelTime] | None, str]:

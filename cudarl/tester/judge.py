@@ -51,14 +51,15 @@ class RunnerGone(Exception):
 class RunnerLink:
     """The judge's end of the runner: requests with fresh nonces, replies checked against them."""
 
-    def __init__(self, isolate_pids: bool) -> None:
+    def __init__(self, isolate_pids: bool, warm_profiler: bool = False) -> None:
         from cudarl.tester.isolation import become_subreaper
 
         self.subreaper = become_subreaper() if isolate_pids else False
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write)],
+            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write)]
+            + (["--warm-profiler"] if warm_profiler else []),
             stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
         os.close(request_read)
         os.close(reply_write)
@@ -233,7 +234,8 @@ class Judge:
 
 def run(job: dict) -> None:
     send("stage", stage="load")
-    link = RunnerLink(job["isolate_pids"])  # first, so the runner imports torch while the judge does
+    # First, so the runner imports torch (and starts the profiler) while the judge starts.
+    link = RunnerLink(job["isolate_pids"], warm_profiler=job["own_kernel_check"])
     judge = Judge(job)
     judge.link = link
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"

@@ -1,7 +1,8 @@
 """The runner: the only process that executes the candidate. Untrusted by design.
 
-Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD``), which adopts and
-kills every process the candidate starts. It never
+Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD [--warm-profiler]``),
+which adopts and kills every process the candidate starts. With ``--warm-profiler`` it starts
+CUDA and the profiler before reading any request, while the judge is still starting. It never
 sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
 tester's result pipe or its key. It answers the judge's requests one at a time:
 
@@ -33,7 +34,7 @@ _read_frame = _channel.read_frame
 
 
 class Runner:
-    def __init__(self) -> None:
+    def __init__(self, warm_profiler: bool = False) -> None:
         import torch
 
         from cudarl.tester import hardening
@@ -49,6 +50,9 @@ class Runner:
         self.originals = None
         self.thread_baseline: set[int] = set()
         self.notes: list[str] = []
+        if warm_profiler and self.device.type == "cuda":
+            seconds = hardening.warm_profiler(self.device)
+            self.notes.append(f"profiler started before the candidate was loaded ({seconds:.1f} s, overlapped)")
 
     # inputs and outputs
     def inputs_for(self, seed: int) -> list:
@@ -246,7 +250,7 @@ def serve(runner: Runner) -> None:
 def main() -> None:
     global _REQUEST_FD, _REPLY_FD
     _REQUEST_FD, _REPLY_FD = int(sys.argv[1]), int(sys.argv[2])
-    serve(Runner())
+    serve(Runner(warm_profiler="--warm-profiler" in sys.argv[3:]))
 
 
 if __name__ == "__main__":
