@@ -89,12 +89,14 @@ def contention(rounds: int) -> list[dict]:
                 child = None
                 if condition == "while warming":
                     child = subprocess.Popen([sys.executable, "-c", _WARMER], stdout=subprocess.PIPE, text=True,
-                                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-                    child.stdout.readline()
+                                             cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                                 filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+                    if child.stdout.readline().strip() != "imported":
+                        raise RuntimeError("the warming process failed to start (see its error above)")
                 stats = timing.time_callable(call, flush, TimingConfig())
                 medians[condition].append(stats.median_ms)
-                if child is not None:
-                    child.wait(timeout=120)
+                if child is not None and child.wait(timeout=120) != 0:
+                    raise RuntimeError("the warming process failed (see its error above)")
         row = {"kernel": name, **{k: statistics.median(v) for k, v in medians.items()}, "runs": medians}
         row["change"] = row["while warming"] / row["alone"] - 1.0
         rows.append(row)
