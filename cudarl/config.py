@@ -124,7 +124,9 @@ class HardeningConfig(_Section):
     Turn off only to see what the runtime defenses catch on their own."""
 
     own_kernel_check: bool = True
-    """Profile one forward and require the candidate's own kernels to do the work."""
+    """Profile one forward and require the candidate's own kernels to do the work. The runner
+    starts the profiler before its first request (3 s on an H200, mostly hidden behind the
+    judge's start)."""
 
     own_kernel_min_share: float = 0.5
     """Least share of a forward's GPU kernel time that must be in the candidate's own kernels;
