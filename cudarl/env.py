@@ -16,6 +16,10 @@ CUDARL_CACHE_DIR = "CUDARL_CACHE_DIR"
 CUDARL_CUDA_ARCH = "CUDARL_CUDA_ARCH"
 """Target architecture such as ``90`` or ``sm_90``; overrides detection and the config."""
 
+CUDARL_NVRTC_DIR = "CUDARL_NVRTC_DIR"
+"""Folder of cubins for nvrtc-format kernels (``cudarl.nvrtc``). The tester sets it to the
+candidate's build folder in the compile child and the runner. Default: <cache>/nvrtc."""
+
 CUDA_HOME = "CUDA_HOME"
 """CUDA toolkit root. Read by torch's extension builder too; see ``cudarl._compat``."""
 

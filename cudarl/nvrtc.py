@@ -6,7 +6,7 @@ __global__`` source and launches them from ``ModelNew.forward``::
 
     from cudarl.nvrtc import kernel, i32
 
-    add = kernel(SOURCE, "add")                      # compiled once, at first launch
+    add = kernel(SOURCE, "add")                      # compiled by NVRTC here (cached by content)
     add(grid=blocks, block=256, args=[a, b, out, i32(n)])
 
 Argument rules (checked before anything reaches the driver, with errors that name the
@@ -15,10 +15,11 @@ contiguous; Python ints must fit in int32 unless wrapped (``i64``), floats are p
 unless wrapped (``f64``); ``grid``/``block`` are an int or 1-3 positive ints, at most 1024 threads
 per block; ``shared_mem`` is bytes of dynamic shared memory.
 
-Status: the helper and its argument checks exist and are tested on the CPU; compiling and
-launching (``torch.cuda._compile_kernel``, then ``cuLaunchKernel``) have not run on a GPU yet;
-dynamic shared memory above 48 KB is not opted into yet. The tester does not accept this format
-yet (the compile-throughput issue).
+Compiling needs no GPU (``cudarl.nvrtc_build``; the target architecture comes from
+``CUDARL_CUDA_ARCH`` or the current GPU), so the tester's compile stage builds the cubins and the
+runner only loads them. Launching goes through the CUDA driver (``cuModuleLoadData``,
+``cuLaunchKernel``) on torch's current stream; dynamic shared memory above 48 KB is opted into
+per kernel. Create kernels at module level or in ``__init__``, never per call.
 """
 
 from __future__ import annotations
@@ -105,6 +106,37 @@ def normalize_argument(index: int, value: object) -> object:
 
 
 _CTYPES = {"int32": "c_int32", "int64": "c_int64", "float32": "c_float", "float64": "c_double"}
+_STATIC_SHARED_LIMIT = 48 * 1024
+_ATTRIBUTE_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+def _driver():
+    """The CUDA driver library (ctypes); argument types set for the calls made here."""
+    import ctypes
+
+    global _DRIVER
+    if _DRIVER is None:
+        library = ctypes.CDLL("libcuda.so.1")
+        library.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+        library.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+        library.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        library.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 6, ctypes.c_uint, ctypes.c_void_p,
+                                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        library.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        _DRIVER = library
+    return _DRIVER
+
+
+_DRIVER = None
+
+
+def _driver_check(status: int, what: str) -> None:
+    if status != 0:
+        import ctypes
+
+        name = ctypes.c_char_p()
+        _driver().cuGetErrorName(status, ctypes.byref(name))
+        raise RuntimeError(f"{what} failed: {(name.value or b'CUDA driver error').decode()} ({status})")
 
 
 def _launch(function, grid: tuple[int, int, int], block: tuple[int, int, int], arguments: list,
@@ -120,37 +152,71 @@ def _launch(function, grid: tuple[int, int, int], block: tuple[int, int, int], a
     pointers = (ctypes.c_void_p * max(1, len(holders)))(
         *[ctypes.cast(ctypes.byref(h), ctypes.c_void_p) for h in holders])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    library = torch.cuda._utils._get_gpu_runtime_library()
-    status = library.cuLaunchKernel(function, *grid, *block, shared_mem, stream, pointers, None)
-    if status != 0:
-        raise RuntimeError(f"cuLaunchKernel failed with CUDA driver error {status}")
+    _driver_check(_driver().cuLaunchKernel(function, *grid, *block, shared_mem, stream, pointers, None),
+                  "cuLaunchKernel")
 
 
 class Kernel:
-    """An ``extern "C"`` kernel, compiled by NVRTC at its first launch."""
+    """An ``extern "C"`` kernel: compiled by NVRTC when created (or read from the cubin cache),
+    loaded onto a GPU at its first launch there."""
 
     def __init__(self, source: str, name: str, options: Sequence[str] = ()) -> None:
         if f"{name}(" not in source.replace(" (", "(") or "__global__" not in source:
             raise KernelArgumentError(f"the source defines no __global__ function named {name!r}")
+        from cudarl import nvrtc_build
+
         self.source, self.name, self.options = source, name, list(options)
-        self._compiled = None
+        self.arch = nvrtc_build.configured_arch() or _current_arch()
+        self.build = nvrtc_build.build(source, name, self.arch, self.options, nvrtc_build.configured_cache_dir())
+        if self.build.log.strip():
+            print(self.build.log, flush=True)  # ptxas's resource lines, as the inline format prints them
+        self._functions: dict[int, object] = {}
+        self._shared_opt_in: dict[int, int] = {}
 
-    def compile(self):
-        if self._compiled is None:
-            import torch
+    def _function(self, device: int):
+        import ctypes
 
-            self._compiled = torch.cuda._compile_kernel(self.source, self.name, nvcc_options=self.options or None)
-        return self._compiled
+        import torch
+
+        if device not in self._functions:
+            torch.empty(0, device=f"cuda:{device}")  # the runtime's context is current on this thread
+            module, function = ctypes.c_void_p(), ctypes.c_void_p()
+            _driver_check(_driver().cuModuleLoadData(ctypes.byref(module), self.build.cubin), "cuModuleLoadData")
+            _driver_check(_driver().cuModuleGetFunction(ctypes.byref(function), module, self.name.encode()),
+                          f"cuModuleGetFunction({self.name!r})")
+            self._functions[device] = function
+        return self._functions[device]
 
     def __call__(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[object],
                  shared_mem: int = 0) -> None:
+        import torch
+
         grid3, block3 = launch_dims(grid, "grid"), launch_dims(block, "block")
-        if not isinstance(shared_mem, int) or shared_mem < 0:
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or shared_mem < 0:
             raise KernelArgumentError(f"shared_mem must be a non-negative number of bytes, got {shared_mem!r}")
         arguments = [normalize_argument(i, a) for i, a in enumerate(args)]
-        _launch(self.compile().func, grid3, block3, arguments, shared_mem)
+        device = torch.cuda.current_device()
+        for index, value in enumerate(arguments):
+            if isinstance(value, torch.Tensor) and value.device.index != device:
+                raise KernelArgumentError(f"argument {index} is on {value.device}, the current device is cuda:{device}")
+        function = self._function(device)
+        if shared_mem > max(_STATIC_SHARED_LIMIT, self._shared_opt_in.get(device, 0)):
+            _driver_check(_driver().cuFuncSetAttribute(function, _ATTRIBUTE_MAX_DYNAMIC_SHARED, shared_mem),
+                          f"opting {self.name!r} into {shared_mem} bytes of dynamic shared memory")
+            self._shared_opt_in[device] = shared_mem
+        _launch(function, grid3, block3, arguments, shared_mem)
+
+
+def _current_arch() -> str:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise KernelArgumentError("no target architecture: no GPU is visible and CUDARL_CUDA_ARCH is not set")
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}{minor}"
 
 
 def kernel(source: str, name: str, options: Sequence[str] = ()) -> Kernel:
-    """A kernel from ``extern "C"`` CUDA source; compiled by NVRTC when first launched."""
+    """A kernel from ``extern "C"`` CUDA source, compiled by NVRTC now (cached by content);
+    ``options`` are NVRTC options such as ``--use_fast_math``."""
     return Kernel(source, name, options)

@@ -18,17 +18,20 @@ from cudarl.tester.candidate import Candidate
 
 SUITE_DIR = Path(__file__).resolve().parent / "suite"
 SOLUTIONS_DIR = SUITE_DIR / "solutions"
+NVRTC_SOLUTIONS_DIR = SUITE_DIR / "solutions_nvrtc"
 
 
 def load_suite() -> list[Task]:
     return load_tasks(SUITE_DIR)
 
 
-def suite_solutions(task_ids: set[str] | None = None) -> list[Candidate]:
-    """The reference solutions as candidates (id ``<task>/solution``)."""
+def suite_solutions(task_ids: set[str] | None = None, form: str = "inline") -> list[Candidate]:
+    """The suite's honest solutions as candidates: ``inline`` (every task, id ``<task>/solution``)
+    or ``nvrtc`` (the tasks re-written in the nvrtc format, id ``<task>/solution-nvrtc``)."""
+    folder, suffix = (SOLUTIONS_DIR, "") if form == "inline" else (NVRTC_SOLUTIONS_DIR, "-nvrtc")
     return [
-        Candidate(task_id=path.stem, id=f"{path.stem}/solution", source=path.read_text())
-        for path in sorted(SOLUTIONS_DIR.glob("*.py"))
+        Candidate(task_id=path.stem, id=f"{path.stem}/solution{suffix}", source=path.read_text())
+        for path in sorted(folder.glob("*.py"))
         if task_ids is None or path.stem in task_ids
     ]
 

@@ -3,6 +3,9 @@
 Two modes (``CompileConfig.mode``): ``extension`` runs the candidate's own ``load_inline`` calls
 in a sandboxed child, steered to a cache directory and one architecture; ``kernel`` compiles just
 the CUDA sources to a cubin with nvcc (no CUDA torch needed; nothing is runnable afterwards).
+Candidates in the nvrtc format are always built by importing them in the child (``nvrtc``
+mode): their ``cudarl.nvrtc`` kernels compile with NVRTC into the build folder, no GPU needed,
+and the runner later loads those cubins.
 Results, failures included, are cached under ``<cache>/<key>/report.json`` where the key hashes
 the source, mode, flags, architecture and toolchain; a file lock makes concurrent builders of
 the same key wait for one build instead of racing.
@@ -138,8 +141,9 @@ def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig,
 
 
 def compile_extension(candidate_path: Path, build_root: Path, arch: str, config: CompileConfig,
-                      sandbox: SandboxConfig, key: str) -> CompileOutcome:
-    """Extension mode: the candidate's own ``load_inline`` calls, in a sandboxed child."""
+                      sandbox: SandboxConfig, key: str, mode: str = "extension") -> CompileOutcome:
+    """Extension mode: import the candidate in a sandboxed child, which runs its own
+    ``load_inline`` calls (steered) or, in the nvrtc format (``mode="nvrtc"``), its NVRTC builds."""
     limits = replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
                      file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
@@ -164,7 +168,43 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
         "file size" if result is not None and result.get("outcome") == "resource_limit" else "")
     if limit == "file size":
         errors = f"the candidate wrote a file over the {limits.file_size_limit_mb} MB file size limit\n{errors}"
-    report = CompileReport(mode="extension", arch=f"sm_{arch}", cache_key=key, cached=False,
+    report = CompileReport(mode=mode, arch=f"sm_{arch}", cache_key=key, cached=False,
                            seconds=child.wall_s, kernels=parse_ptxas(child.stdout), errors=errors,
                            limit_exceeded=limit)
     return CompileOutcome(report=report, ok=ok, timed_out=child.timed_out)
+
+
+def compile_nvrtc(builds: list, arch: str, config: CompileConfig, sandbox: SandboxConfig,
+                  build_root: Path, key: str) -> CompileOutcome:
+    """nvrtc format, kernel sources known statically: NVRTC in a small child that imports
+    neither torch nor the candidate (``python -m cudarl.nvrtc_build``), cubins into the build
+    folder the runner reads. Memory- and time-limited like every build."""
+    import resource
+    import sys
+
+    def limit_memory() -> None:
+        limit = sandbox.memory_limit_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    job = {"arch": arch, "cache_dir": str(build_root / "nvrtc"),
+           "builds": [{"source": b.source, "name": b.name, "options": list(b.options)} for b in builds]}
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "cudarl.nvrtc_build"], input=json.dumps(job),
+                              capture_output=True, text=True, timeout=config.timeout_s, preexec_fn=limit_memory)
+    except subprocess.TimeoutExpired:
+        report = CompileReport(mode="nvrtc", arch=f"sm_{arch}", cache_key=key, cached=False,
+                               seconds=time.monotonic() - started,
+                               errors=f"NVRTC timed out after {config.timeout_s:.0f} s and was killed")
+        return CompileOutcome(report=report, ok=False, timed_out=True)
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+    if result is None:
+        errors = f"the NVRTC build process failed (exit code {done.returncode})\n{done.stderr[-2000:]}"
+        log = ""
+    else:
+        log = "\n".join(k["log"] for k in result["kernels"]) + ("\n" + result.get("log", "") if not result["ok"] else "")
+        errors = "" if result["ok"] else trim_errors(result["log"], config.error_lines)
+    report = CompileReport(mode="nvrtc", arch=f"sm_{arch}", cache_key=key, cached=False,
+                           seconds=time.monotonic() - started, kernels=parse_ptxas(log), errors=errors)
+    return CompileOutcome(report=report, ok=bool(result and result["ok"]))

@@ -30,6 +30,16 @@ class InlineBuild:
     resolved: bool  # False when some argument was not a literal expression
 
 
+@dataclass(frozen=True)
+class NvrtcBuild:
+    """The statically known arguments of one ``cudarl.nvrtc.kernel`` call."""
+
+    name: str | None
+    source: str | None
+    options: tuple[str, ...]
+    resolved: bool  # False when the source, name or options are not literal expressions
+
+
 @dataclass
 class GuardResult:
     ok: bool
@@ -37,6 +47,8 @@ class GuardResult:
     reasons: list[str] = field(default_factory=list)
     builds: list[InlineBuild] = field(default_factory=list)
     kernel_names: list[str] = field(default_factory=list)  # __global__ functions in the CUDA sources
+    format: str = "inline"  # "inline" (load_inline) or "nvrtc" (cudarl.nvrtc kernels)
+    nvrtc_builds: list[NvrtcBuild] = field(default_factory=list)
 
 
 class _Unresolved(Exception):
@@ -75,7 +87,7 @@ def _as_strings(value: object) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise _Unresolved("not a string or list of strings")
 
@@ -141,17 +153,57 @@ def inspect_source(source: str, static_rules_enabled: bool = True) -> GuardResul
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and _call_name(node) in _LOADERS
     ]
+    nvrtc_kernels = _nvrtc_calls(tree)
     string_constants = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     has_kernel_text = any("__global__" in s for s in string_constants)
-    if not builds:
-        reasons.append("no CUDA kernel: the candidate never calls torch.utils.cpp_extension.load_inline")
+    if not builds and not nvrtc_kernels:
+        reasons.append("no CUDA kernel: the candidate neither calls torch.utils.cpp_extension.load_inline nor "
+                       "creates cudarl.nvrtc kernels")
     elif not has_kernel_text and all(b.resolved for b in builds):
-        reasons.append("no CUDA kernel: the load_inline sources define no __global__ function")
+        reasons.append("no CUDA kernel: the candidate's sources define no __global__ function")
     native = "\n".join(s for s in string_constants if "__global__" in s or "torch::" in s or "#include" in s)
     kernels = sorted(static_rules.kernel_names(native))
     if static_rules_enabled:
         violations = static_rules.check_python(tree) + static_rules.check_native_source(native)
         reasons += [str(v) for v in violations]
+    form = "nvrtc" if nvrtc_kernels and not builds else "inline"
+    nvrtc_builds = [_extract_nvrtc(call, names) for call in nvrtc_kernels]
     if reasons:
-        return GuardResult(False, "rejected", reasons, builds, kernels)
-    return GuardResult(True, builds=builds, kernel_names=kernels)
+        return GuardResult(False, "rejected", reasons, builds, kernels, form, nvrtc_builds)
+    return GuardResult(True, builds=builds, kernel_names=kernels, format=form, nvrtc_builds=nvrtc_builds)
+
+
+def _extract_nvrtc(call: ast.Call, names: dict[str, object]) -> NvrtcBuild:
+    args: dict[str, ast.AST] = dict(zip(["source", "name", "options"], call.args))
+    args.update({kw.arg: kw.value for kw in call.keywords if kw.arg})
+    try:
+        source = _evaluate(args["source"], names)
+        name = _evaluate(args["name"], names)
+        options = _as_strings(_evaluate(args["options"], names)) if "options" in args else ()
+    except (_Unresolved, KeyError):
+        return NvrtcBuild(None, None, (), resolved=False)
+    if not isinstance(source, str) or not isinstance(name, str):
+        return NvrtcBuild(None, None, (), resolved=False)
+    return NvrtcBuild(name, source, options, resolved=True)
+
+
+def _nvrtc_calls(tree: ast.Module) -> list[ast.Call]:
+    """The candidate's ``cudarl.nvrtc.kernel`` calls (the nvrtc format)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "cudarl.nvrtc":
+            names |= {alias.asname or alias.name for alias in node.names if alias.name in ("kernel", "Kernel")}
+        elif isinstance(node, ast.Import):
+            names |= {f"{alias.asname or alias.name}.kernel" for alias in node.names if alias.name == "cudarl.nvrtc"}
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and (_dotted_call(node) in names or _dotted_call(node).endswith(".nvrtc.kernel"))]
+
+
+def _dotted_call(call: ast.Call) -> str:
+    parts, node = [], call.func
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))

@@ -55,6 +55,8 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     cpp = _compat.import_cpp_extension()
     env.set_for_children(env.TORCH_CUDA_ARCH_LIST, arch_list_entry(arch))
     env.set_for_children(env.MAX_JOBS, str(jobs))
+    env.set_for_children(env.CUDARL_NVRTC_DIR, str(build_root / "nvrtc"))  # nvrtc-format cubins
+    env.set_for_children(env.CUDARL_CUDA_ARCH, arch)
     original = cpp.load_inline
     signature = inspect.signature(original)
     built: list[str] = []

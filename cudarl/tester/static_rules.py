@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 ALLOWED_IMPORTS = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.cuda", "torch.utils.cpp_extension",
-    "torch.utils", "math", "typing", "__future__",
+    "torch.utils", "math", "typing", "__future__", "cudarl.nvrtc",
 })
 # Modules and frame internals reachable as attributes of allowed modules (``torch.sys``,
 # ``typing.sys``, ``cpp_extension.subprocess``): refused wherever they appear in an attribute chain.
@@ -33,6 +33,7 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "sys", "os", "builtins", "ctypes", "importlib", "inspect", "threading", "_thread", "subprocess", "shutil",
     "gc", "platform", "socket", "signal", "multiprocessing", "pickle", "marshal", "posix", "environ", "modules",
     "_getframe", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame",
+    "_driver", "_DRIVER", "_launch", "nvrtc_build",  # cudarl.nvrtc's driver handle and builder
 })
 FORBIDDEN_CALLS = frozenset({
     "getattr", "setattr", "delattr", "eval", "exec", "compile", "__import__", "globals", "locals", "vars",
@@ -141,6 +142,9 @@ class _Checker(ast.NodeVisitor):
             if path in ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
                         "torch.cuda.set_stream"):
                 self.add("stream", f"`{path}`: work must run on the current stream", node)
+        if root and self.imported.get(root, "").startswith("cudarl") and any(
+                part.startswith("_") for part in dotted.split(".")[1:]):
+            self.add("private", f"`{dotted}`: only the public names of cudarl.nvrtc may be used", node)
         self.generic_visit(node)
 
     # definitions

@@ -18,7 +18,7 @@ from cudarl import env
 from cudarl.config import TesterConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
-from cudarl.tester.compile import (CompileCache, CompileOutcome, KernelModeUnsupported, compile_extension,
+from cudarl.tester.compile import (CompileCache, compile_nvrtc, CompileOutcome, KernelModeUnsupported, compile_extension,
                                    compile_kernels, cuda_cflags)
 from cudarl.tester.guard import inspect_source
 from cudarl.tester.static_rules import compiled_kernel_names
@@ -122,7 +122,8 @@ class Tester:
         (workdir / "reference.py").write_text(task.source)
         verdict.stage = Stage.COMPILE
         try:
-            compiled = self._compile(candidate, guard.builds, workdir, verdict)
+            builds = guard.nvrtc_builds if guard.format == "nvrtc" else guard.builds
+            compiled = self._compile(candidate, builds, workdir, verdict, guard.format)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -144,21 +145,27 @@ class Tester:
         finally:
             shutil.rmtree(prepared.workdir, ignore_errors=True)
 
-    def _compile(self, candidate: Candidate, builds, workdir: Path, verdict: Verdict) -> CompileOutcome | None:
+    def _compile(self, candidate: Candidate, builds, workdir: Path, verdict: Verdict,
+                 form: str = "inline") -> CompileOutcome | None:
         config = self.config.compile
-        key = self.cache.key(candidate.source, self.mode, self.arch, cuda_cflags(config), self.toolchain)
+        # nvrtc candidates build the same way everywhere: NVRTC needs no GPU and no CUDA torch.
+        mode = "nvrtc" if form == "nvrtc" else self.mode
+        key = self.cache.key(candidate.source, mode, self.arch, cuda_cflags(config), self.toolchain)
         started = time.monotonic()
         with self.cache.locked(key):
             outcome = self.cache.lookup(key)
             if outcome is None:
                 try:
-                    if self.mode == "kernel":
+                    if mode == "nvrtc" and builds and all(b.resolved for b in builds):
+                        outcome = compile_nvrtc(builds, self.arch, config, self.config.sandbox,
+                                                self.cache.build_root(key), key)
+                    elif mode == "kernel":
                         outcome = compile_kernels(builds, self.arch, config, self.toolchain,
                                                   self.cache.entry(key) / "kernel", key)
                     else:
                         self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
                         outcome = compile_extension(workdir / "candidate.py", self.cache.build_root(key),
-                                                    self.arch, config, self.config.sandbox, key)
+                                                    self.arch, config, self.config.sandbox, key, mode)
                 except KernelModeUnsupported as exc:
                     verdict.skipped.append(f"compile: {exc}")
                     verdict.outcome = Outcome.COMPILED

@@ -1,5 +1,6 @@
 """The nvrtc launch helper's argument handling: every bad launch is refused before the driver,
-with an error naming the argument. (Compiling and launching need the GPU.)"""
+with an error naming the argument. (Launching needs the GPU; compiling is tested in
+test_nvrtc_build.py.)"""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def test_bad_arguments_are_refused_with_their_index(value, words):
     assert words in str(error.value)
 
 
-def test_a_kernel_name_missing_from_the_source_is_refused():
+def test_a_kernel_name_missing_from_the_source_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDARL_CUDA_ARCH", "90")
+    monkeypatch.setenv("CUDARL_NVRTC_DIR", str(tmp_path))
     kernel(SOURCE, "add")
     with pytest.raises(KernelArgumentError, match="no __global__ function named 'mul'"):
         kernel(SOURCE, "mul")
