@@ -26,7 +26,8 @@ def evaluate(job: dict) -> dict:
 
     from cudarl.tester.loading import import_source, install_load_inline_hook
 
-    install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"], 1, stub=False)
+    install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"], 1, stub=False,
+                             fast=job.get("inline_fast"))
     reference = import_source(Path(job["task_path"]), "reference")
     try:
         candidate = import_source(Path(job["candidate_path"]), "candidate")

@@ -36,7 +36,17 @@ class CompileConfig(_Section):
     """Wall-clock limit for one candidate's build; the build's process group is killed after it."""
 
     jobs: int = 2
-    """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja)."""
+    """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and
+    cuda.cu compile side by side."""
+
+    trim_includes: bool = True
+    """Inline candidates: build the CUDA file with ``<torch/types.h>`` instead of
+    ``<torch/extension.h>`` when it uses nothing from the rest; if that fails, the source as
+    written is built and its errors reported (``cudarl.tester.inline_fast``)."""
+
+    precompiled_header: bool = True
+    """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
+    for the bindings file. GCC ignores it when flags differ, so it costs speed, never results."""
 
     extra_cuda_cflags: tuple[str, ...] = ("-O3",)
     """Flags added to every CUDA compile (the candidate's own flags come after these)."""

@@ -29,6 +29,9 @@ CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 TORCH_CUDA_ARCH_LIST = "TORCH_CUDA_ARCH_LIST"
 """torch's extension builder compiles for these architectures; cudarl sets it to one arch."""
 
+TORCH_EXTENSIONS_DIR = "TORCH_EXTENSIONS_DIR"
+"""Where torch's stock ``load_inline`` builds; set only by the compile benchmark's stock baseline."""
+
 MAX_JOBS = "MAX_JOBS"
 """Parallel compiler jobs in torch's extension builder; cudarl sets it from ``compile.jobs``."""
 

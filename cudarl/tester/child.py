@@ -78,7 +78,7 @@ def run_compile(job: dict, results: ResultWriter) -> None:
     from cudarl.tester.loading import import_source, install_load_inline_hook
 
     built = install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"],
-                                     job["jobs"], stub=False)
+                                     job["jobs"], stub=False, fast=job.get("inline_fast"))
     results.send("stage", stage="compile")
     try:
         import_source(Path(job["candidate_path"]), "cudarl_candidate")

@@ -141,13 +141,14 @@ def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig,
 
 
 def compile_extension(candidate_path: Path, build_root: Path, arch: str, config: CompileConfig,
-                      sandbox: SandboxConfig, key: str, mode: str = "extension") -> CompileOutcome:
+                      sandbox: SandboxConfig, key: str, mode: str = "extension",
+                      inline_fast: dict | None = None) -> CompileOutcome:
     """Extension mode: import the candidate in a sandboxed child, which runs its own
     ``load_inline`` calls (steered) or, in the nvrtc format (``mode="nvrtc"``), its NVRTC builds."""
     limits = replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
                      file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
-           "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs}
+           "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast}
     child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr

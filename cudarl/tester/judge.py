@@ -252,7 +252,7 @@ def run(job: dict) -> None:
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
                          jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],
-                         drop_capabilities=job["drop_capabilities"])
+                         drop_capabilities=job["drop_capabilities"], inline_fast=job.get("inline_fast"))
     judge.hardening["notes"] += reply.get("notes", [])
     if judge.device.type != "cuda" and not job.get("cpu_correctness"):
         finish("loaded", "load", hardening=judge.hardening)

@@ -47,16 +47,20 @@ def arch_list_entry(arch: str) -> str:
 
 
 def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str],
-                             jobs: int, stub: bool) -> list[str]:
+                             jobs: int, stub: bool, fast: dict | None = None) -> list[str]:
     """Patch ``torch.utils.cpp_extension.load_inline``; returns the list the hook appends
-    extension names to (so the caller can report what was built)."""
+    extension names to (so the caller can report what was built). ``fast`` turns on the
+    measures of ``inline_fast``: ``{"trim": bool, "pch_root": folder or None}``; the compile
+    child and the runner must pass the same, or the runner rebuilds."""
     from cudarl import _compat
+    from cudarl.tester import inline_fast
 
     cpp = _compat.import_cpp_extension()
     env.set_for_children(env.TORCH_CUDA_ARCH_LIST, arch_list_entry(arch))
     env.set_for_children(env.MAX_JOBS, str(jobs))
     env.set_for_children(env.CUDARL_NVRTC_DIR, str(build_root / "nvrtc"))  # nvrtc-format cubins
     env.set_for_children(env.CUDARL_CUDA_ARCH, arch)
+    options = fast or {}
     original = cpp.load_inline
     signature = inspect.signature(original)
     built: list[str] = []
@@ -74,8 +78,24 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         user_flags = list(bound.arguments.get("extra_cuda_cflags") or [])
         bound.arguments["extra_cuda_cflags"] = [*cuda_cflags, "-Xptxas=-v", *user_flags]
         includes = list(bound.arguments.get("extra_include_paths") or [])
+        if options.get("pch_root") and not bound.arguments.get("extra_cflags"):
+            includes.insert(0, str(Path(options["pch_root"]) / inline_fast.pch_signature([])))
         bound.arguments["extra_include_paths"] = [*includes, *_compat.cuda_library_include_dirs()]
-        return original(*bound.args, **bound.kwargs)
+        written = bound.arguments.get("cuda_sources")
+        sources = [written] if isinstance(written, str) else list(written or [])
+        trimmed = None
+        if options.get("trim") and not (directory / inline_fast.UNTRIMMED_MARKER).exists():
+            trimmed = inline_fast.trimmed_sources(sources)
+        if trimmed is None:
+            return original(*bound.args, **bound.kwargs)
+        bound.arguments["cuda_sources"] = trimmed
+        try:
+            return original(*bound.args, **bound.kwargs)
+        except Exception:  # noqa: BLE001 - the untrimmed build's result (and errors) is the real one
+            print("cudarl: the build with <torch/types.h> failed; building the source as written", flush=True)
+            (directory / inline_fast.UNTRIMMED_MARKER).write_text("")
+            bound.arguments["cuda_sources"] = sources
+            return original(*bound.args, **bound.kwargs)
 
     cpp.load_inline = load_inline
     return built

@@ -126,7 +126,7 @@ class Runner:
         self.originals = self.hardening.Originals()
         self.thread_baseline = self.hardening.thread_idents()
         install_load_inline_hook(Path(request["build_root"]), request["arch"], request["cuda_cflags"],
-                                 request["jobs"], stub=self.device.type != "cuda")
+                                 request["jobs"], stub=self.device.type != "cuda", fast=request.get("inline_fast"))
         self.init_seed = request["init_seed"]
         self.candidate = import_source(Path(request["candidate_path"]), "cudarl_candidate")
         if not hasattr(self.candidate, "ModelNew"):

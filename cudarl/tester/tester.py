@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,16 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
         "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
         "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
+        "inline_fast": inline_fast_options(config.compile, build_root),
     }
+
+
+def inline_fast_options(config, build_root: Path) -> dict:
+    """The ``inline_fast`` settings for one build (the compile child and the runner must agree).
+    The precompiled header lives beside the per-candidate entries: ``<cache>/pch``."""
+    cache_root = build_root.parent.parent.parent  # <cache>/compile/<key>/build
+    return {"trim": config.trim_includes,
+            "pch_root": str(cache_root / "pch") if config.precompiled_header else None}
 
 
 @dataclass
@@ -94,6 +104,9 @@ class Tester:
         self.arch = resolve_arch(self.config.compile.arch, self.config.compile.fallback_arch)
         mode = self.config.compile.mode
         self.mode = ("extension" if self.has_gpu else "kernel") if mode == "auto" else mode
+        self._pch_lock = threading.Lock()
+        self._pch_checked = False
+        self.pch_status = "not needed yet"
 
     @property
     def toolchain(self) -> Toolchain:
@@ -164,8 +177,11 @@ class Tester:
                                                   self.cache.entry(key) / "kernel", key)
                     else:
                         self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
+                        fast = inline_fast_options(config, self.cache.build_root(key))
+                        if fast["pch_root"] and mode == "extension":
+                            verdict.stage_seconds["pch"] = self._ensure_pch(Path(fast["pch_root"]))
                         outcome = compile_extension(workdir / "candidate.py", self.cache.build_root(key),
-                                                    self.arch, config, self.config.sandbox, key, mode)
+                                                    self.arch, config, self.config.sandbox, key, mode, fast)
                 except KernelModeUnsupported as exc:
                     verdict.skipped.append(f"compile: {exc}")
                     verdict.outcome = Outcome.COMPILED
@@ -180,6 +196,19 @@ class Tester:
                 verdict.outcome = Outcome.RESOURCE_LIMIT
             verdict.reasons = [outcome.report.errors or "the build failed without compiler output"]
         return outcome
+
+    def _ensure_pch(self, pch_root: Path) -> float:
+        """Build the machine's precompiled header before the first inline build (once; other
+        threads wait). Returns the seconds spent here (0 when it was there)."""
+        from cudarl.tester.inline_fast import ensure_pch
+
+        started = time.monotonic()
+        with self._pch_lock:
+            if not self._pch_checked:
+                self.pch_status = ensure_pch(pch_root, self.arch, cuda_cflags(self.config.compile),
+                                             self.config.compile.jobs)
+                self._pch_checked = True
+        return time.monotonic() - started
 
     def _run(self, task: Task, compiled: CompileOutcome, workdir: Path, verdict: Verdict,
              kernel_names: list[str]) -> None:

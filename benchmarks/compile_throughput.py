@@ -1,0 +1,200 @@
+"""Compile latency and throughput: stock ``load_inline``, cudarl's inline path and the nvrtc
+path, side by side on one machine.
+
+    python benchmarks/compile_throughput.py [--tasks vector_add,relu,softmax] [--workers 16]
+
+1. Latency, fresh caches, one build at a time, for each task that has an nvrtc solution:
+   - stock: a fresh process imports the suite's inline solution with plain ``load_inline``
+     (torch's defaults: its own extension folder, set to an empty one; its own architecture
+     choice; its own job count);
+   - cudarl inline: ``Tester.prepare`` on the same solution (sandboxed compile child, one
+     architecture, trimmed includes, the machine's precompiled header), and again (cache hit);
+   - nvrtc: ``Tester.prepare`` on the task's nvrtc solution, and again (cache hit).
+   Each figure is the wall time of the whole build as the caller sees it, process start and
+   imports included. The precompiled header's one-time set-up is timed on its own.
+2. Throughput: distinct variants (one comment line differs, so nothing is cached) built by
+   ``--workers`` concurrent builders; candidates per minute, per format.
+
+Prints tables; writes benchmarks/results/compile_throughput-<date>-<machine>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cudarl import env  # noqa: E402
+from cudarl.config import CudarlConfig  # noqa: E402
+from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
+from cudarl.tester import Candidate, Tester  # noqa: E402
+
+_STOCK = r"""
+import importlib.util, sys, time
+started = time.perf_counter()
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(time.perf_counter() - started)
+"""
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+def make_tester(cache: Path, jobs: int = 2) -> Tester:
+    base = CudarlConfig().tester
+    return Tester(base.model_copy(update={"compile": base.compile.model_copy(update={"mode": "extension",
+                                                                                     "jobs": jobs})}),
+                  cache_root=cache)
+
+
+def stock_build(candidate: Candidate, workdir: Path) -> dict:
+    """Plain load_inline in a fresh process, torch's defaults, an empty extension folder."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "candidate.py"
+    path.write_text(candidate.source)
+    child_env = env.child_environment({env.TORCH_EXTENSIONS_DIR: str(workdir / "extensions")})
+    for name in (env.TORCH_CUDA_ARCH_LIST, env.MAX_JOBS):
+        child_env.pop(name, None)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _STOCK, str(path)], capture_output=True, text=True,
+                          env=child_env, cwd=workdir, timeout=1800)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        return {"ok": False, "seconds": wall, "error": done.stderr[-600:]}
+    return {"ok": True, "seconds": wall, "build_only_s": float(done.stdout.strip().splitlines()[-1])}
+
+
+def cudarl_build(tester: Tester, task, candidate: Candidate) -> dict:
+    started = time.perf_counter()
+    prepared = tester.prepare(task, candidate)
+    wall = time.perf_counter() - started
+    verdict = prepared.verdict
+    ok = prepared.compiled is not None and prepared.compiled.ok
+    return {"ok": ok, "seconds": wall, "compile_s": verdict.stage_seconds.get("compile"),
+            "pch_s": verdict.stage_seconds.get("pch", 0.0), "cached": bool(verdict.compile and verdict.compile.cached),
+            "error": "" if ok else (verdict.reasons or [""])[0][:600]}
+
+
+def variant(candidate: Candidate, index: int) -> Candidate:
+    return candidate.model_copy(update={"id": f"{candidate.id}/v{index}",
+                                        "source": candidate.source + f"\n# variant {index}\n"})
+
+
+def latency(cache: Path, task_ids: list[str]) -> list[dict]:
+    tasks = {t.id: t for t in load_suite()}
+    inline = {s.task_id: s for s in suite_solutions(set(task_ids))}
+    nvrtc = {s.task_id: s for s in suite_solutions(set(task_ids), form="nvrtc")}
+    tester = make_tester(cache)
+    rows = []
+    print(f"{'task':12s} {'stock s':>8s} {'inline s':>9s} {'x':>6s} {'hit s':>7s} {'nvrtc s':>8s} {'hit s':>7s}")
+    for task_id in task_ids:
+        row = {"task": task_id, "stock": stock_build(inline[task_id], cache / "stock" / task_id)}
+        row["inline"] = cudarl_build(tester, tasks[task_id], inline[task_id])
+        row["inline_hit"] = cudarl_build(tester, tasks[task_id], inline[task_id])
+        row["nvrtc"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
+        row["nvrtc_hit"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
+        # the PCH set-up (first inline build only) is reported apart from the build itself
+        inline_s = row["inline"]["seconds"] - row["inline"]["pch_s"]
+        row["inline_without_pch_setup_s"] = inline_s
+        rows.append(row)
+        ratio = row["stock"]["seconds"] / inline_s if row["stock"]["ok"] and row["inline"]["ok"] else float("nan")
+        print(f"{task_id:12s} {row['stock']['seconds']:8.2f} {inline_s:9.2f} {ratio:6.2f} "
+              f"{row['inline_hit']['seconds']:7.3f} {row['nvrtc']['seconds']:8.3f} {row['nvrtc_hit']['seconds']:7.3f}"
+              + ("" if all(row[k]["ok"] for k in ("stock", "inline", "nvrtc")) else "  FAILED: " + " | ".join(
+                  row[k].get("error", "")[:200] for k in ("stock", "inline", "nvrtc") if not row[k]["ok"])),
+              flush=True)
+    return rows
+
+
+def throughput(cache: Path, form: str, task_ids: list[str], count: int, workers: int) -> dict:
+    tasks = {t.id: t for t in load_suite()}
+    solutions = suite_solutions(set(task_ids), form=form)
+    tester = make_tester(cache, jobs=1 if form == "inline" else 2)
+    items = [(tasks[s.task_id], variant(s, i)) for i, s in ((i, solutions[i % len(solutions)]) for i in range(count))]
+    if form == "inline":
+        tester._ensure_pch(Path(tester.cache.root.parent / "pch"))  # set up before the clock starts
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda item: cudarl_build(tester, *item), items))
+    wall = time.perf_counter() - started
+    ok = sum(r["ok"] for r in results)
+    row = {"format": form, "candidates": count, "workers": workers, "ok": ok, "wall_s": wall,
+           "per_minute": ok / wall * 60.0, "p50_s": statistics.median(r["seconds"] for r in results)}
+    print(f"{form:8s} {count:4d} candidates, {workers} workers: {wall:7.1f} s, {row['per_minute']:7.1f} per minute "
+          f"({ok} ok, build p50 {row['p50_s']:.2f} s under load)", flush=True)
+    return row
+
+
+def summary(rows: list[dict]) -> dict:
+    def stats(key: str) -> dict:
+        values = [r[key]["seconds"] if isinstance(r[key], dict) else r[key] for r in rows
+                  if not isinstance(r[key], dict) or r[key]["ok"]]
+        return {"p50": statistics.median(values), "p95": percentile(values, 0.95), "n": len(values)} if values else {}
+
+    result = {"stock": stats("stock"), "inline": stats("inline_without_pch_setup_s"), "inline_hit": stats("inline_hit"),
+              "nvrtc": stats("nvrtc"), "nvrtc_hit": stats("nvrtc_hit")}
+    if result["stock"] and result["inline"]:
+        result["inline_speedup_p50"] = result["stock"]["p50"] / result["inline"]["p50"]
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=",".join(s.task_id for s in suite_solutions(form="nvrtc")))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--inline-variants", type=int, default=16)
+    parser.add_argument("--nvrtc-variants", type=int, default=64)
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder")
+    parser.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
+    args = parser.parse_args()
+    cache = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="cudarl-compile-"))
+    task_ids = args.tasks.split(",")
+    print(f"== compile latency, one build at a time (cache {cache}) ==", flush=True)
+    rows = [] if args.skip_latency else latency(cache, task_ids)
+    totals = summary(rows) if rows else {}
+    if totals:
+        print("p50/p95 s: " + ", ".join(f"{k} {v['p50']:.3f}/{v['p95']:.3f}" for k, v in totals.items()
+                                       if isinstance(v, dict) and v))
+        if "inline_speedup_p50" in totals:
+            print(f"cudarl inline vs stock load_inline at p50: {totals['inline_speedup_p50']:.2f}x")
+    print(f"== throughput, {args.workers} concurrent builders ==", flush=True)
+    rates = []
+    if args.nvrtc_variants:
+        rates.append(throughput(cache, "nvrtc", task_ids, args.nvrtc_variants, args.workers))
+    if args.inline_variants:
+        rates.append(throughput(cache, "inline", task_ids, args.inline_variants, args.workers))
+    machine = {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
+    try:
+        import torch
+
+        machine.update(torch=torch.__version__, gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+    except Exception:  # noqa: BLE001 - the table matters more than the label
+        pass
+    label = (machine.get("gpu") or f"cpu{machine['cpus']}").replace(" ", "-")
+    out = Path(args.out_dir) / f"compile_throughput-{datetime.now(timezone.utc):%Y-%m-%d}-{label}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine,
+                               "summary": totals, "latency": rows, "throughput": rates}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Faster builds of inline (``load_inline``) candidates, with the real compiler's output.
+
+Where a stock ``load_inline`` build spends its time: two translation units, each parsing all of
+torch's headers. ``main.cpp`` (the Python bindings) includes ``torch/extension.h``, which is
+torch's C++ frontend plus pybind11; ``cuda.cu`` includes whatever the candidate wrote, nearly
+always ``torch/extension.h`` too, parsed by nvcc's front end, then by the host compiler.
+
+Two measures, each safe by construction:
+
+- **Include trimming** (``.cu`` only): ``#include <torch/extension.h>`` becomes
+  ``#include <torch/types.h>`` (tensors, ATen, factories and ``TORCH_CHECK``, without the C++
+  frontend and the Python bindings) when the CUDA source uses nothing from the part left out
+  (no ``py::``, ``pybind11``, ``torch::nn``/``optim``/``jit``/``autograd``/``data``). If the trimmed build fails anyway,
+  the untrimmed source is built and *its* errors are what the verdict shows; the choice is
+  remembered in the build folder so a later process (the runner) does not rebuild.
+- **Precompiled header** (``main.cpp`` only, GCC): ``torch/extension.h`` is precompiled once per
+  flag set into ``<cache>/pch/<signature>/torch/extension.h.gch``, and that folder is put on the
+  include path ahead of torch's. GCC uses the ``.gch`` only when it was built with compatible
+  flags and silently falls back to the header otherwise, so a stale or foreign PCH costs speed,
+  never correctness. The PCH is built once per machine by the tester itself (trusted code, never
+  from a candidate's build files): a probe extension is built with the same hook and flags,
+  and its ``build.ninja`` gives the exact compile line; a file lock serialises builders.
+  Candidates that pass their own ``extra_cflags`` do not use it.
+
+Not covered: a precompiled header for the ``.cu`` (nvcc has none for host code); clang as the
+host compiler (no ``.gch``); candidates whose own ``extra_cflags`` differ get their own PCH.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+_FULL_HEADER = re.compile(r"#\s*include\s*[<\"]torch/extension\.h[>\"]")
+_NEEDS_FULL = re.compile(r"\bpy::|pybind11|PYBIND11|torch::(nn|optim|jit|autograd|data|serialize|python)\b|"
+                         r"THPVariable|torch/python\.h")
+UNTRIMMED_MARKER = ".cudarl-untrimmed"
+
+
+def trimmed_sources(cuda_sources: list[str]) -> list[str] | None:
+    """The CUDA sources with the lighter torch header, or None when trimming is not safe or
+    changes nothing."""
+    text = "\n".join(cuda_sources)
+    if not _FULL_HEADER.search(text) or _NEEDS_FULL.search(text):
+        return None
+    return [_FULL_HEADER.sub("#include <torch/types.h>", source) for source in cuda_sources]
+
+
+def pch_signature(extra_cflags: list[str]) -> str:
+    """What a main.cpp's compile line depends on besides the extension's name and paths."""
+    import torch
+
+    blob = json.dumps([torch.__version__, sys.version, sys.executable, list(extra_cflags)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pch_header(pch_dir: Path) -> Path:
+    return pch_dir / "torch" / "extension.h.gch"
+
+
+def _ninja_cflags(build_directory: Path) -> tuple[str, list[str]] | None:
+    """(compiler, flags) of main.cpp's compile from a finished build's ``build.ninja``."""
+    try:
+        text = (build_directory / "build.ninja").read_text()
+    except OSError:
+        return None
+    compiler = re.search(r"^cxx[ \t]*=[ \t]*(.+)$", text, re.MULTILINE)
+    cflags = re.search(r"^cflags[ \t]*=[ \t]*(.*)$", text, re.MULTILINE)
+    post = re.search(r"^post_cflags[ \t]*=[ \t]*(.*)$", text, re.MULTILINE)
+    if not compiler or not cflags:
+        return None
+    flags = shlex.split(cflags.group(1)) + (shlex.split(post.group(1)) if post else [])
+    return compiler.group(1).strip(), [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+
+
+def build_pch(pch_dir: Path, build_directory: Path, timeout_s: float = 300.0) -> str:
+    """Precompile torch/extension.h with the flags of the build in ``build_directory``; returns
+    what happened (for the build log). Never raises: a missing PCH only means a slower build."""
+    target = pch_header(pch_dir)
+    if target.exists():
+        return "present"
+    found = _ninja_cflags(build_directory)
+    if found is None:
+        return "skipped: no build.ninja to copy flags from"
+    compiler, flags = found
+    if "clang" in compiler:
+        return "skipped: the host compiler is clang"
+    import torch.utils.cpp_extension as cpp
+
+    header = next((Path(p) / "torch" / "extension.h" for p in cpp.include_paths()
+                   if (Path(p) / "torch" / "extension.h").exists()), None)
+    if header is None:
+        return "skipped: torch/extension.h not found"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(pch_dir / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return "present"
+        temporary = target.with_name(f".extension.h.gch.tmp{id(lock)}")
+        command = [*shlex.split(compiler), "-x", "c++-header", str(header), "-o", str(temporary), *flags]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return "failed: timed out"
+        if done.returncode != 0:
+            temporary.unlink(missing_ok=True)
+            return f"failed: {done.stderr.strip()[-300:]}"
+        temporary.replace(target)
+    return "built"
+
+
+_PROBE_CUDA = 'extern "C" __global__ void cudarl_probe_kernel(float* x) { x[0] = 1.0f; }\n'
+_PROBE_CPP = "int cudarl_probe() { return 1; }\n"
+
+
+def ensure_pch(pch_root: Path, arch: str, cuda_cflags: list[str], jobs: int, timeout_s: float = 600.0) -> str:
+    """The machine's precompiled header for candidates without their own ``extra_cflags``:
+    present, or built now in a child process (a probe build plus the PCH; once per machine and
+    torch version). Returns what happened."""
+    pch_dir = pch_root / pch_signature([])
+    if pch_header(pch_dir).exists():
+        return "present"
+    command = [sys.executable, "-m", "cudarl.tester.inline_fast", str(pch_root), arch, json.dumps(cuda_cflags), str(jobs)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return "failed: the probe build timed out"
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if done.returncode == 0 and lines else f"failed: {done.stderr.strip()[-300:]}"
+
+
+def _probe_main() -> None:
+    pch_root, arch, cuda_cflags, jobs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+    from cudarl import _compat
+    from cudarl.tester.loading import install_load_inline_hook
+
+    import inspect
+
+    pch_dir = pch_root / pch_signature([])
+    probe_root = pch_root / f"probe-{pch_signature([])}"
+    flags_only = "no_implicit_headers" in inspect.signature(_compat.import_cpp_extension().load_inline).parameters
+    install_load_inline_hook(probe_root, arch, cuda_cflags, jobs, stub=False,
+                             fast={"trim": False, "pch_root": str(pch_root)})
+    cpp = _compat.import_cpp_extension()
+    if flags_only:
+        # Only the build file is needed: sources that stop at once still get the real flags
+        # (no_implicit_headers changes the sources, not the flags), so the probe costs a second.
+        try:
+            cpp.load_inline("cudarl_pch_probe", "#error flags probe", cuda_sources="#error flags probe",
+                            no_implicit_headers=True)
+        except Exception:  # noqa: BLE001 - the expected failure; build.ninja is written before it
+            pass
+    else:
+        cpp.load_inline("cudarl_pch_probe", _PROBE_CPP, cuda_sources=_PROBE_CUDA, functions=["cudarl_probe"])
+    print(build_pch(pch_dir, probe_root / "cudarl_pch_probe"))
+
+
+if __name__ == "__main__":
+    _probe_main()
