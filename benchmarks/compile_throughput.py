@@ -96,12 +96,11 @@ def variant(candidate: Candidate, index: int) -> Candidate:
                                         "source": candidate.source + f"\n# variant {index}\n"})
 
 
-def latency(cache: Path, task_ids: list[str]) -> list[dict]:
+def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: None) -> list[dict]:
     tasks = {t.id: t for t in load_suite()}
     inline = {s.task_id: s for s in suite_solutions(set(task_ids))}
     nvrtc = {s.task_id: s for s in suite_solutions(set(task_ids), form="nvrtc")}
     tester = make_tester(cache)
-    rows = []
     print(f"{'task':12s} {'stock s':>8s} {'inline s':>9s} {'x':>6s} {'hit s':>7s} {'nvrtc s':>8s} {'hit s':>7s}")
     for task_id in task_ids:
         row = {"task": task_id, "stock": stock_build(inline[task_id], cache / "stock" / task_id)}
@@ -113,6 +112,7 @@ def latency(cache: Path, task_ids: list[str]) -> list[dict]:
         inline_s = row["inline"]["seconds"] - row["inline"]["pch_s"]
         row["inline_without_pch_setup_s"] = inline_s
         rows.append(row)
+        save()
         ratio = row["stock"]["seconds"] / inline_s if row["stock"]["ok"] and row["inline"]["ok"] else float("nan")
         print(f"{task_id:12s} {row['stock']['seconds']:8.2f} {inline_s:9.2f} {ratio:6.2f} "
               f"{row['inline_hit']['seconds']:7.3f} {row['nvrtc']['seconds']:8.3f} {row['nvrtc_hit']['seconds']:7.3f}"
@@ -125,19 +125,20 @@ def latency(cache: Path, task_ids: list[str]) -> list[dict]:
 def throughput(cache: Path, form: str, task_ids: list[str], count: int, workers: int) -> dict:
     tasks = {t.id: t for t in load_suite()}
     solutions = suite_solutions(set(task_ids), form=form)
-    tester = make_tester(cache, jobs=1 if form == "inline" else 2)
+    tester = make_tester(cache)
     items = [(tasks[s.task_id], variant(s, i)) for i, s in ((i, solutions[i % len(solutions)]) for i in range(count))]
-    if form == "inline":
-        tester._ensure_pch(Path(tester.cache.root.parent / "pch"))  # set up before the clock starts
+    setup = tester._ensure_pch(Path(tester.cache.root.parent / "pch")) if form == "inline" else 0.0  # before the clock
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda item: cudarl_build(tester, *item), items))
     wall = time.perf_counter() - started
     ok = sum(r["ok"] for r in results)
     row = {"format": form, "candidates": count, "workers": workers, "ok": ok, "wall_s": wall,
-           "per_minute": ok / wall * 60.0, "p50_s": statistics.median(r["seconds"] for r in results)}
+           "per_minute": ok / wall * 60.0, "p50_s": statistics.median(r["seconds"] for r in results),
+           "pch_setup_s": setup, "failures": [r["error"][:300] for r in results if not r["ok"]][:3]}
     print(f"{form:8s} {count:4d} candidates, {workers} workers: {wall:7.1f} s, {row['per_minute']:7.1f} per minute "
-          f"({ok} ok, build p50 {row['p50_s']:.2f} s under load)", flush=True)
+          f"({ok} ok, build p50 {row['p50_s']:.2f} s under load"
+          + (f"; precompiled header set up first in {setup:.1f} s" if setup > 1 else "") + ")", flush=True)
     return row
 
 
@@ -166,20 +167,6 @@ def main() -> int:
     args = parser.parse_args()
     cache = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="cudarl-compile-"))
     task_ids = args.tasks.split(",")
-    print(f"== compile latency, one build at a time (cache {cache}) ==", flush=True)
-    rows = [] if args.skip_latency else latency(cache, task_ids)
-    totals = summary(rows) if rows else {}
-    if totals:
-        print("p50/p95 s: " + ", ".join(f"{k} {v['p50']:.3f}/{v['p95']:.3f}" for k, v in totals.items()
-                                       if isinstance(v, dict) and v))
-        if "inline_speedup_p50" in totals:
-            print(f"cudarl inline vs stock load_inline at p50: {totals['inline_speedup_p50']:.2f}x")
-    print(f"== throughput, {args.workers} concurrent builders ==", flush=True)
-    rates = []
-    if args.nvrtc_variants:
-        rates.append(throughput(cache, "nvrtc", task_ids, args.nvrtc_variants, args.workers))
-    if args.inline_variants:
-        rates.append(throughput(cache, "inline", task_ids, args.inline_variants, args.workers))
     machine = {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
     try:
         import torch
@@ -190,8 +177,32 @@ def main() -> int:
     label = (machine.get("gpu") or f"cpu{machine['cpus']}").replace(" ", "-")
     out = Path(args.out_dir) / f"compile_throughput-{datetime.now(timezone.utc):%Y-%m-%d}-{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine,
-                               "summary": totals, "latency": rows, "throughput": rates}, indent=2))
+    rows: list[dict] = []
+    rates: list[dict] = []
+    totals: dict = {}
+
+    def save() -> None:  # after every section, so a run cut short keeps what it measured
+        out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                   "machine": machine, "summary": totals, "latency": rows, "throughput": rates},
+                                  indent=2))
+
+    print(f"== throughput, {args.workers} concurrent builders ==", flush=True)
+    if args.nvrtc_variants:
+        rates.append(throughput(cache, "nvrtc", task_ids, args.nvrtc_variants, args.workers))
+        save()
+    if args.inline_variants:
+        rates.append(throughput(cache, "inline", task_ids, args.inline_variants, args.workers))
+        save()
+    print(f"== compile latency, one build at a time (cache {cache}) ==", flush=True)
+    if not args.skip_latency:
+        latency(cache, task_ids, rows, save)
+    totals.update(summary(rows) if rows else {})
+    if totals:
+        print("p50/p95 s: " + ", ".join(f"{k} {v['p50']:.3f}/{v['p95']:.3f}" for k, v in totals.items()
+                                       if isinstance(v, dict) and v))
+        if "inline_speedup_p50" in totals:
+            print(f"cudarl inline vs stock load_inline at p50: {totals['inline_speedup_p50']:.2f}x")
+    save()
     print(f"wrote {out}")
     return 0
 

@@ -1,0 +1,136 @@
+"""Compile throughput measures with the real compilers: the nvrtc format's torch-free compile
+stage and its cache (keying, hits, concurrent builders), and the inline path's include trimming
+with its fallback to the source as written."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from cudarl.nvrtc_build import NvrtcUnavailable, library
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester import Candidate, Outcome, Tester
+from cudarl.tester.inline_fast import UNTRIMMED_MARKER, trimmed_sources
+from tests.conftest import make_tester_config
+
+try:
+    library()
+    HAVE_NVRTC = True
+except NvrtcUnavailable:
+    HAVE_NVRTC = False
+needs_nvrtc = pytest.mark.skipif(not HAVE_NVRTC, reason="libnvrtc is not installed here")
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {t.id: t for t in load_suite()}
+
+
+def _tester(cache_root, **compile_settings) -> Tester:
+    return Tester(make_tester_config(compile={"mode": "kernel", **compile_settings}), cache_root=cache_root)
+
+
+@needs_nvrtc
+def test_nvrtc_candidates_compile_without_torch_in_the_child_and_hit_the_cache(tmp_path, tasks):
+    tester = _tester(tmp_path)
+    for solution in suite_solutions(form="nvrtc"):
+        first = tester.prepare(tasks[solution.task_id], solution)
+        assert first.compiled is not None and first.compiled.ok, first.verdict.reasons
+        report = first.verdict.compile
+        assert report.mode == "nvrtc" and not report.cached and report.kernels[0].registers > 0
+        again = tester.prepare(tasks[solution.task_id], solution)
+        assert again.verdict.compile.cached and again.verdict.compile.cache_key == report.cache_key
+
+
+@needs_nvrtc
+def test_an_nvrtc_compile_error_is_nvrtcs_own_message(tmp_path, tasks):
+    honest = suite_solutions({"relu"}, form="nvrtc")[0]
+    broken = Candidate(task_id="relu", id="relu/broken", source=honest.source.replace("fmaxf(x[i], 0.0f)", "fmaxf(x[i])"))
+    verdict = _tester(tmp_path).evaluate(tasks["relu"], broken)
+    assert verdict.outcome == Outcome.COMPILE_ERROR
+    assert "relu.cu(" in verdict.reasons[0] and "error" in verdict.reasons[0]
+
+
+@needs_nvrtc
+def test_the_cache_key_changes_with_arch_and_flags_only(tmp_path, tasks):
+    solution = suite_solutions({"vector_add"}, form="nvrtc")[0]
+    keys = {}
+    for label, settings in {"base": {}, "same": {}, "arch": {"arch": "80"},
+                            "flags": {"extra_cuda_cflags": ("-O2",)}}.items():
+        prepared = _tester(tmp_path, **settings).prepare(tasks["vector_add"], solution)
+        keys[label] = (prepared.verdict.compile.cache_key, prepared.verdict.compile.cached)
+    assert keys["same"] == (keys["base"][0], True)
+    assert keys["arch"][0] != keys["base"][0] and not keys["arch"][1]
+    assert keys["flags"][0] != keys["base"][0] and not keys["flags"][1]
+
+
+@needs_nvrtc
+def test_concurrent_builds_of_one_candidate_share_one_build(tmp_path, tasks):
+    solution = suite_solutions({"softmax"}, form="nvrtc")[0]
+    tester = _tester(tmp_path)
+    results, errors = [], []
+
+    def build() -> None:
+        try:
+            results.append(tester.prepare(tasks["softmax"], solution))
+        except Exception as exc:  # noqa: BLE001 - any exception is the failure this test looks for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert all(p.compiled.ok for p in results) and len({p.verdict.compile.cache_key for p in results}) == 1
+    assert sum(not p.verdict.compile.cached for p in results) == 1
+
+
+def test_include_trimming_only_where_it_is_safe():
+    plain = ['#include <torch/extension.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x) { return x; }']
+    assert trimmed_sources(plain) == [plain[0].replace("torch/extension.h", "torch/types.h")]
+    assert trimmed_sources(['#include <torch/types.h>\n__global__ void k() {}']) is None  # nothing to trim
+    for needs_more in ("py::object o;", "torch::nn::Linear l(1, 1);", "PYBIND11_MODULE(m, x) {}"):
+        assert trimmed_sources([plain[0] + "\n" + needs_more]) is None
+
+
+FALLBACK = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+__global__ void copy_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+torch::Tensor copy(torch::Tensor x) {
+    TORCH_CHECK(torch::cuda::device_count() >= 0, "no devices");  // torch/cuda.h: not in torch/types.h
+    auto y = torch::empty_like(x);
+    copy_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+ext = load_inline(name="cudarl_trim_fallback", cpp_sources="torch::Tensor copy(torch::Tensor x);",
+                  cuda_sources=cuda_source, functions=["copy"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.copy(x)
+'''
+
+
+@pytest.mark.slow
+def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tasks):
+    import torch
+
+    if torch.version.cuda is None:
+        pytest.skip("a full extension build needs a CUDA build of torch; this torch is CPU-only")
+    tester = Tester(make_tester_config(compile={"mode": "extension", "precompiled_header": False}), cache_root=tmp_path)
+    prepared = tester.prepare(tasks["relu"], Candidate(task_id="relu", id="relu/fallback", source=FALLBACK))
+    assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
+    build = tester.cache.build_root(prepared.verdict.compile.cache_key) / "cudarl_trim_fallback"
+    assert (build / UNTRIMMED_MARKER).exists()
