@@ -23,7 +23,8 @@ class CompileConfig(_Section):
     """How candidates are built. ``extension``: the full ``load_inline`` build (needs a CUDA
     build of torch; this is what runs on the GPU). ``kernel``: only the CUDA source, to a cubin
     with ``nvcc`` (fast, works with any torch; catches compile errors and gives the resource
-    report, but nothing can run). ``auto``: extension when a GPU is present, else kernel."""
+    report, but nothing can run). ``auto``: extension when a GPU is present, else kernel.
+    nvrtc-format candidates ignore it: NVRTC builds them the same way everywhere."""
 
     arch: str | None = None
     """Target architecture, e.g. ``"90"`` for sm_90. None: the GPU's own, or ``fallback_arch``
