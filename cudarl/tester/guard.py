@@ -196,14 +196,5 @@ def _nvrtc_calls(tree: ast.Module) -> list[ast.Call]:
         elif isinstance(node, ast.Import):
             names |= {f"{alias.asname or alias.name}.kernel" for alias in node.names if alias.name == "cudarl.nvrtc"}
     return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and (_dotted_call(node) in names or _dotted_call(node).endswith(".nvrtc.kernel"))]
+            and (static_rules.dotted_name(node.func) in names or static_rules.dotted_name(node.func).endswith(".nvrtc.kernel"))]
 
-
-def _dotted_call(call: ast.Call) -> str:
-    parts, node = [], call.func
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))

@@ -73,7 +73,7 @@ class Violation:
         return f"[{self.tag}] {self.message}{where}"
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
     """``torch.cuda.Event`` for an attribute chain rooted at a name; empty otherwise."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -131,7 +131,7 @@ class _Checker(ast.NodeVisitor):
             self.add("dunder", f"attribute `{node.attr}` is not allowed", node)
         if node.attr in FORBIDDEN_ATTRIBUTES:
             self.add("import", f"attribute `.{node.attr}` reaches a module or frame the candidate may not use", node)
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         root = dotted.split(".")[0] if dotted else ""
         if root and self.imported.get(root, "").split(".")[0] == "torch":
             path = self.imported[root] + dotted[len(root):]
@@ -153,7 +153,7 @@ class _Checker(ast.NodeVisitor):
             self.add("inherits-reference", "the candidate defines a class named `Model` (the reference's name)", node)
         if node.name == "ModelNew":
             for base in node.bases:
-                if _dotted(base).split(".")[-1] == "Model":
+                if dotted_name(base).split(".")[-1] == "Model":
                     self.add("inherits-reference", "ModelNew derives from the reference `Model`", node)
         self.generic_visit(node)
 
@@ -182,7 +182,7 @@ class _Checker(ast.NodeVisitor):
                 self._check_target(element, node)
             return
         if isinstance(target, ast.Attribute):
-            dotted = _dotted(target)
+            dotted = dotted_name(target)
             root = dotted.split(".")[0] if dotted else ""
             full = self.imported.get(root, "") + dotted[len(root):] if root in self.imported else ""
             if root in self.imported and not full.startswith(PATCHABLE_PREFIXES):
@@ -193,7 +193,7 @@ class _Checker(ast.NodeVisitor):
             elif self.in_forward and root in self.classes:
                 self.add("cache", f"{self.method} stores `{dotted}` on a class (state kept across calls)", node)
         elif isinstance(target, ast.Subscript):
-            base = _dotted(target.value)
+            base = dotted_name(target.value)
             root = base.split(".")[0] if base else ""
             if self.in_forward and (root == "self" or root in self.module_containers or root in self.classes):
                 self.add("cache", f"{self.method} stores into `{base}[...]`, which outlives the call", node)
@@ -222,7 +222,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if self.in_forward and isinstance(node.func, ast.Attribute) and node.func.attr in (
                 "append", "extend", "update", "setdefault", "insert", "add"):
-            base = _dotted(node.func.value)
+            base = dotted_name(node.func.value)
             root = base.split(".")[0] if base else ""
             if root == "self" or root in self.module_containers:
                 self.add("cache", f"forward grows `{base}`, which outlives the call", node)
@@ -234,7 +234,7 @@ def _module_containers(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Dict, ast.List, ast.Set, ast.Call)):
-            if isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) not in (
+            if isinstance(stmt.value, ast.Call) and dotted_name(stmt.value.func) not in (
                     "dict", "list", "set", "collections.OrderedDict", "OrderedDict"):
                 continue
             names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
