@@ -1,0 +1,34 @@
+"""Inline candidates built by the fast path (trimmed CUDA include, precompiled header) pass on
+the GPU, and the runner loads what the compile stage built without rebuilding it (its hook
+must reproduce the compile child's sources and flags exactly, or ninja would build again)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester import Outcome, Tester
+from tests.conftest import make_tester_config
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def fast_tester(tmp_path_factory) -> Tester:
+    return Tester(make_tester_config(compile={"mode": "extension"}), cache_root=tmp_path_factory.mktemp("fast"))
+
+
+@pytest.mark.parametrize("task_id", ["vector_add", "softmax"])
+def test_fast_inline_build_passes_and_is_not_rebuilt_by_the_runner(fast_tester, task_id):
+    task = {t.id: t for t in load_suite()}[task_id]
+    solution = suite_solutions({task_id})[0]
+    prepared = fast_tester.prepare(task, solution)
+    assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
+    logs = list(fast_tester.cache.build_root(prepared.verdict.compile.cache_key).rglob(".ninja_log"))
+    assert logs
+    before = {log: log.read_text() for log in logs}
+    verdict = fast_tester.run(prepared)
+    assert verdict.outcome == Outcome.PASSED, verdict.reasons
+    assert {log: log.read_text() for log in logs} == before, "the runner rebuilt the extension"
+    print(f"{task_id}: compile {verdict.stage_seconds['compile']:.1f} s (pch {verdict.stage_seconds.get('pch', 0):.1f} s), "
+          f"load {verdict.stage_seconds.get('load (candidate)', 0):.2f} s, pch: {fast_tester.pch_status}")
