@@ -128,3 +128,18 @@ def gpu_busy_wait(cycles: int) -> None:
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is not None:
         sleep(cycles)
+
+
+def forget_extension_version(cpp, name: str) -> None:
+    """Make torch's next ``load_inline(name=...)`` in this process build version 0 again.
+
+    Why: torch's JIT builder numbers an extension's builds within a process: a second build of
+    the same name with other sources is named ``<name>_v1`` (a different module name and
+    ``TORCH_EXTENSION_NAME``). When a trimmed build fails and the source as written is built
+    instead, the runner (a new process, version 0) would then see other flags than the compile
+    child used and rebuild everything. Forgetting the failed attempt keeps the name stable.
+    The versioner is private (``JIT_EXTENSION_VERSIONER.entries``); if it is missing, nothing is
+    done and the runner merely rebuilds."""
+    entries = getattr(getattr(cpp, "JIT_EXTENSION_VERSIONER", None), "entries", None)
+    if isinstance(entries, dict):
+        entries.pop(name, None)

@@ -94,6 +94,7 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         except Exception:  # noqa: BLE001 - the untrimmed build's result (and errors) is the real one
             print("cudarl: the build with <torch/types.h> failed; building the source as written", flush=True)
             (directory / inline_fast.UNTRIMMED_MARKER).write_text("")
+            _compat.forget_extension_version(cpp, name)
             bound.arguments["cuda_sources"] = sources
             return original(*bound.args, **bound.kwargs)
 

@@ -4,6 +4,9 @@ with its fallback to the source as written."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -12,6 +15,7 @@ from cudarl.nvrtc_build import NvrtcUnavailable, library
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester import Candidate, Outcome, Tester
 from cudarl.tester.inline_fast import UNTRIMMED_MARKER, trimmed_sources
+from cudarl.tester.tester import judge_job
 from tests.conftest import make_tester_config
 
 try:
@@ -132,5 +136,18 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
     tester = Tester(make_tester_config(compile={"mode": "extension", "precompiled_header": False}), cache_root=tmp_path)
     prepared = tester.prepare(tasks["relu"], Candidate(task_id="relu", id="relu/fallback", source=FALLBACK))
     assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
-    build = tester.cache.build_root(prepared.verdict.compile.cache_key) / "cudarl_trim_fallback"
-    assert (build / UNTRIMMED_MARKER).exists()
+    build_root = tester.cache.build_root(prepared.verdict.compile.cache_key)
+    assert (build_root / "cudarl_trim_fallback" / UNTRIMMED_MARKER).exists()
+    # A new process with the runner's hook (same options) finds the build done: no rebuild.
+    before = (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text()
+    loader = (
+        "import sys, json\nfrom pathlib import Path\n"
+        "from cudarl.tester.loading import install_load_inline_hook, import_source\n"
+        "job = json.loads(sys.argv[1])\n"
+        "install_load_inline_hook(Path(job['build_root']), job['arch'], job['cuda_cflags'], job['jobs'],"
+        " stub=False, fast=job['inline_fast'])\n"
+        "import_source(Path(job['candidate_path']), 'candidate')\n")
+    job = judge_job(tester.config, prepared.workdir, build_root, tester.arch, 1e-4, 1e-4, {}, [])
+    done = subprocess.run([sys.executable, "-c", loader, json.dumps(job)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text() == before
