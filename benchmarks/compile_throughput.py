@@ -127,7 +127,7 @@ def throughput(cache: Path, form: str, task_ids: list[str], count: int, workers:
     solutions = suite_solutions(set(task_ids), form=form)
     tester = make_tester(cache)
     items = [(tasks[s.task_id], variant(s, i)) for i, s in ((i, solutions[i % len(solutions)]) for i in range(count))]
-    setup = tester._ensure_pch(Path(tester.cache.root.parent / "pch")) if form == "inline" else 0.0  # before the clock
+    setup = tester.ensure_pch() if form == "inline" else 0.0  # before the clock starts
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda item: cudarl_build(tester, *item), items))

@@ -110,6 +110,9 @@ _STATIC_SHARED_LIMIT = 48 * 1024
 _ATTRIBUTE_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
+_DRIVER = None
+
+
 def _driver():
     """The CUDA driver library (ctypes); argument types set for the calls made here."""
     import ctypes
@@ -126,8 +129,6 @@ def _driver():
         _DRIVER = library
     return _DRIVER
 
-
-_DRIVER = None
 
 
 def _driver_check(status: int, what: str) -> None:

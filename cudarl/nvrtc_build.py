@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import fcntl
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cudarl import env
+from cudarl.files import file_lock, write_bytes_atomic
 
 DEFAULT_OPTIONS = ("--std=c++17", "--ptxas-options=-v")
 """Added before the candidate's own options: the C++ standard, and ptxas's resource report
@@ -146,10 +145,12 @@ def cache_key(source: str, name: str, arch: str, options: list[str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
-    temporary.replace(path)
+def _cached(cache_dir: Path, key: str, started: float) -> CubinBuild | None:
+    cubin, log = cache_dir / f"{key}.cubin", cache_dir / f"{key}.log"
+    if not cubin.exists():
+        return None
+    return CubinBuild(cubin.read_bytes(), log.read_text() if log.exists() else "",
+                      time.perf_counter() - started, True, key)
 
 
 def build(source: str, name: str, arch: str, options: list[str], cache_dir: Path | None) -> CubinBuild:
@@ -157,22 +158,19 @@ def build(source: str, name: str, arch: str, options: list[str], cache_dir: Path
     A failed compile raises NvrtcCompileError and is not cached (the log is the verdict)."""
     started = time.perf_counter()
     key = cache_key(source, name, arch, options)
-    if cache_dir is None:
+    if cache_dir is not None:
+        hit = _cached(cache_dir, key, started)
+        if hit is not None:
+            return hit
+        with file_lock(cache_dir / f"{key}.lock"):
+            hit = _cached(cache_dir, key, started)  # another builder may have finished meanwhile
+            if hit is not None:
+                return hit
+            cubin, log = compile_cubin(source, name, arch, options)
+            write_bytes_atomic(cache_dir / f"{key}.log", log.encode())
+            write_bytes_atomic(cache_dir / f"{key}.cubin", cubin)
+    else:
         cubin, log = compile_cubin(source, name, arch, options)
-        return CubinBuild(cubin, log, time.perf_counter() - started, False, key)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cubin_path, log_path = cache_dir / f"{key}.cubin", cache_dir / f"{key}.log"
-    if cubin_path.exists():
-        return CubinBuild(cubin_path.read_bytes(), log_path.read_text() if log_path.exists() else "",
-                          time.perf_counter() - started, True, key)
-    with open(cache_dir / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if cubin_path.exists():  # another builder finished while this one waited
-            return CubinBuild(cubin_path.read_bytes(), log_path.read_text() if log_path.exists() else "",
-                              time.perf_counter() - started, True, key)
-        cubin, log = compile_cubin(source, name, arch, options)
-        _write_atomic(log_path, log.encode())
-        _write_atomic(cubin_path, cubin)
     return CubinBuild(cubin, log, time.perf_counter() - started, False, key)
 
 
@@ -201,12 +199,9 @@ def main() -> None:
     for item in job["builds"]:
         try:
             result = build(item["source"], item["name"], job["arch"], item["options"], cache_dir)
-        except NvrtcCompileError as exc:
-            print(json.dumps({"ok": False, "name": item["name"], "log": exc.log, "kernels": kernels}))
-            return
-        except (NvrtcUnavailable, RuntimeError) as exc:
-            print(json.dumps({"ok": False, "name": item["name"], "log": str(exc), "kernels": kernels,
-                              "harness": True}))
+        except (NvrtcCompileError, NvrtcUnavailable, RuntimeError) as exc:
+            log = exc.log if isinstance(exc, NvrtcCompileError) else str(exc)
+            print(json.dumps({"ok": False, "name": item["name"], "log": log, "kernels": kernels}))
             return
         kernels.append({"name": item["name"], "log": result.log, "cached": result.cached,
                         "seconds": result.seconds})

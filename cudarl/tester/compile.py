@@ -13,18 +13,16 @@ the same key wait for one build instead of racing.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cudarl import _compat
 from cudarl.config import CompileConfig, SandboxConfig
-from cudarl.files import write_text_atomic
+from cudarl.files import file_lock, write_text_atomic
 from cudarl.tester.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.guard import InlineBuild
 from cudarl.tester.loading import safe_name
@@ -89,14 +87,8 @@ class CompileCache:
         write_text_atomic(self.entry(key) / "report.json",
                           json.dumps({"report": outcome.report.model_dump(), "ok": outcome.ok}))
 
-    @contextmanager
     def locked(self, key: str):
-        with open(self.root / f"{key}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return file_lock(self.root / f"{key}.lock")
 
 
 def cuda_cflags(config: CompileConfig) -> list[str]:
@@ -204,7 +196,7 @@ def compile_nvrtc(builds: list, arch: str, config: CompileConfig, sandbox: Sandb
         errors = f"the NVRTC build process failed (exit code {done.returncode})\n{done.stderr[-2000:]}"
         log = ""
     else:
-        log = "\n".join(k["log"] for k in result["kernels"]) + ("\n" + result.get("log", "") if not result["ok"] else "")
+        log = "\n".join(k["log"] for k in result["kernels"])  # ptxas lines of the kernels that built
         errors = "" if result["ok"] else trim_errors(result["log"], config.error_lines)
     report = CompileReport(mode="nvrtc", arch=f"sm_{arch}", cache_key=key, cached=False,
                            seconds=time.monotonic() - started, kernels=parse_ptxas(log), errors=errors)

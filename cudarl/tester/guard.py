@@ -195,6 +195,6 @@ def _nvrtc_calls(tree: ast.Module) -> list[ast.Call]:
             names |= {alias.asname or alias.name for alias in node.names if alias.name in ("kernel", "Kernel")}
         elif isinstance(node, ast.Import):
             names |= {f"{alias.asname or alias.name}.kernel" for alias in node.names if alias.name == "cudarl.nvrtc"}
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and (static_rules.dotted_name(node.func) in names or static_rules.dotted_name(node.func).endswith(".nvrtc.kernel"))]
+    calls = [(node, static_rules.dotted_name(node.func)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return [node for node, name in calls if name in names or name.endswith(".nvrtc.kernel")]
 

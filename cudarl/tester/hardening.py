@@ -183,6 +183,13 @@ class KernelTime:
     launches: int
 
 
+def _kernel_profiler():
+    """The profiler of the own-kernel check; ``warm_profiler`` starts one with the same settings."""
+    from torch.profiler import ProfilerActivity, profile
+
+    return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+
+
 def warm_profiler(device: torch.device) -> float:
     """Start CUDA and the profiler once, empty, before any request; returns the seconds it took.
 
@@ -190,11 +197,9 @@ def warm_profiler(device: torch.device) -> float:
     3.5 s on an H200, against 0.1 s once warmed (benchmarks/results/profiler_startup-*). The
     runner does it as soon as torch is imported, so the start-up overlaps the judge's own start
     and reference timing instead of adding to the evaluation; no candidate code exists yet."""
-    from torch.profiler import ProfilerActivity, profile
-
     started = time.perf_counter()
     torch.ones(1, device=device).add_(1)
-    warm = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    warm = _kernel_profiler()
     warm.prepare_trace()
     warm.start_trace()
     torch.cuda.synchronize(device)
@@ -204,9 +209,7 @@ def warm_profiler(device: torch.device) -> float:
 
 def profile_kernels(call, device: torch.device) -> tuple[object, list[KernelTime] | None, str]:
     """Run ``call`` under the profiler: (its output, GPU kernels it ran, why none if unavailable)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with _kernel_profiler() as prof:
         output = call()
         torch.cuda.synchronize(device)
     kernels: dict[str, KernelTime] = {}

@@ -28,14 +28,17 @@ host compiler (no ``.gch``); candidates whose own ``extra_cflags`` differ get th
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import inspect
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+from cudarl.files import file_lock
 
 _FULL_HEADER = re.compile(r"#\s*include\s*[<\"]torch/extension\.h[>\"]")
 _NEEDS_FULL = re.compile(r"\bpy::|pybind11|PYBIND11|torch::(nn|optim|jit|autograd|data|serialize|python)\b|"
@@ -52,12 +55,18 @@ def trimmed_sources(cuda_sources: list[str]) -> list[str] | None:
     return [_FULL_HEADER.sub("#include <torch/types.h>", source) for source in cuda_sources]
 
 
-def pch_signature(extra_cflags: list[str]) -> str:
-    """What a main.cpp's compile line depends on besides the extension's name and paths."""
+def pch_signature() -> str:
+    """What a main.cpp's compile line depends on besides the extension's name and paths (for
+    candidates without their own ``extra_cflags``, the only ones that use the PCH)."""
     import torch
 
-    blob = json.dumps([torch.__version__, sys.version, sys.executable, list(extra_cflags)])
+    blob = json.dumps([torch.__version__, sys.version, sys.executable])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pch_dir_for(pch_root: Path) -> Path:
+    """This torch's and Python's PCH folder under the machine's ``<cache>/pch``."""
+    return pch_root / pch_signature()
 
 
 def pch_header(pch_dir: Path) -> Path:
@@ -98,19 +107,18 @@ def build_pch(pch_dir: Path, build_directory: Path, timeout_s: float = 300.0) ->
     if header is None:
         return "skipped: torch/extension.h not found"
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(pch_dir / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(pch_dir / "build.lock"):
         if target.exists():
             return "present"
-        temporary = target.with_name(f".extension.h.gch.tmp{id(lock)}")
+        temporary = target.with_name(f".extension.h.gch.{os.getpid()}.tmp")
         command = [*shlex.split(compiler), "-x", "c++-header", str(header), "-o", str(temporary), *flags]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return "failed: timed out"
-        if done.returncode != 0:
+            done = None
+        if done is None or done.returncode != 0:
             temporary.unlink(missing_ok=True)
-            return f"failed: {done.stderr.strip()[-300:]}"
+            return "failed: timed out" if done is None else f"failed: {done.stderr.strip()[-300:]}"
         temporary.replace(target)
     return "built"
 
@@ -123,8 +131,7 @@ def ensure_pch(pch_root: Path, arch: str, cuda_cflags: list[str], jobs: int, tim
     """The machine's precompiled header for candidates without their own ``extra_cflags``:
     present, or built now in a child process (a probe build plus the PCH; once per machine and
     torch version). Returns what happened."""
-    pch_dir = pch_root / pch_signature([])
-    if pch_header(pch_dir).exists():
+    if pch_header(pch_dir_for(pch_root)).exists():
         return "present"
     command = [sys.executable, "-m", "cudarl.tester.inline_fast", str(pch_root), arch, json.dumps(cuda_cflags), str(jobs)]
     try:
@@ -140,10 +147,8 @@ def _probe_main() -> None:
     from cudarl import _compat
     from cudarl.tester.loading import install_load_inline_hook
 
-    import inspect
-
-    pch_dir = pch_root / pch_signature([])
-    probe_root = pch_root / f"probe-{pch_signature([])}"
+    pch_dir = pch_dir_for(pch_root)
+    probe_root = pch_root / f"probe-{pch_dir.name}"
     flags_only = "no_implicit_headers" in inspect.signature(_compat.import_cpp_extension().load_inline).parameters
     install_load_inline_hook(probe_root, arch, cuda_cflags, jobs, stub=False,
                              fast={"trim": False, "pch_root": str(pch_root)})

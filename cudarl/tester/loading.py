@@ -61,6 +61,7 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     env.set_for_children(env.CUDARL_NVRTC_DIR, str(build_root / "nvrtc"))  # nvrtc-format cubins
     env.set_for_children(env.CUDARL_CUDA_ARCH, arch)
     options = fast or {}
+    pch_dir = str(inline_fast.pch_dir_for(Path(options["pch_root"]))) if options.get("pch_root") else None
     original = cpp.load_inline
     signature = inspect.signature(original)
     built: list[str] = []
@@ -78,8 +79,8 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         user_flags = list(bound.arguments.get("extra_cuda_cflags") or [])
         bound.arguments["extra_cuda_cflags"] = [*cuda_cflags, "-Xptxas=-v", *user_flags]
         includes = list(bound.arguments.get("extra_include_paths") or [])
-        if options.get("pch_root") and not bound.arguments.get("extra_cflags"):
-            includes.insert(0, str(Path(options["pch_root"]) / inline_fast.pch_signature([])))
+        if pch_dir and not bound.arguments.get("extra_cflags"):
+            includes.insert(0, pch_dir)
         bound.arguments["extra_include_paths"] = [*includes, *_compat.cuda_library_include_dirs()]
         written = bound.arguments.get("cuda_sources")
         sources = [written] if isinstance(written, str) else list(written or [])

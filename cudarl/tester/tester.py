@@ -51,9 +51,11 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
 
 
 def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
-              hidden: dict, kernel_names: list[str], cpu_correctness: bool = False) -> dict:
+              hidden: dict, kernel_names: list[str], cpu_correctness: bool = False,
+              inline_fast: dict | None = None) -> dict:
     """The job the judge reads on stdin: paths, the secret seed, tolerances, every setting it needs.
-    ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests)."""
+    ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests);
+    ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``)."""
     sandbox, hardening = config.sandbox, config.hardening
     return {
         "task_path": str(workdir / "reference.py"), "candidate_path": str(workdir / "candidate.py"),
@@ -67,16 +69,8 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
         "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
         "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
-        "inline_fast": inline_fast_options(config.compile, build_root),
+        "inline_fast": inline_fast,
     }
-
-
-def inline_fast_options(config, build_root: Path) -> dict:
-    """The ``inline_fast`` settings for one build (the compile child and the runner must agree).
-    The precompiled header lives beside the per-candidate entries: ``<cache>/pch``."""
-    cache_root = build_root.parent.parent.parent  # <cache>/compile/<key>/build
-    return {"trim": config.trim_includes,
-            "pch_root": str(cache_root / "pch") if config.precompiled_header else None}
 
 
 @dataclass
@@ -104,6 +98,10 @@ class Tester:
         self.arch = resolve_arch(self.config.compile.arch, self.config.compile.fallback_arch)
         mode = self.config.compile.mode
         self.mode = ("extension" if self.has_gpu else "kernel") if mode == "auto" else mode
+        # The inline_fast settings of every build (the compile child and the runner must agree);
+        # the precompiled header lives beside the compile entries, in <cache>/pch.
+        self.inline_fast = {"trim": self.config.compile.trim_includes,
+                            "pch_root": str(Path(root) / "pch") if self.config.compile.precompiled_header else None}
         self._pch_lock = threading.Lock()
         self._pch_checked = False
         self.pch_status = "not needed yet"
@@ -177,11 +175,11 @@ class Tester:
                                                   self.cache.entry(key) / "kernel", key)
                     else:
                         self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
-                        fast = inline_fast_options(config, self.cache.build_root(key))
-                        if fast["pch_root"] and mode == "extension":
-                            verdict.stage_seconds["pch"] = self._ensure_pch(Path(fast["pch_root"]))
+                        if mode == "extension":
+                            verdict.stage_seconds["pch"] = self.ensure_pch()
                         outcome = compile_extension(workdir / "candidate.py", self.cache.build_root(key),
-                                                    self.arch, config, self.config.sandbox, key, mode, fast)
+                                                    self.arch, config, self.config.sandbox, key, mode,
+                                                    self.inline_fast)
                 except KernelModeUnsupported as exc:
                     verdict.skipped.append(f"compile: {exc}")
                     verdict.outcome = Outcome.COMPILED
@@ -197,16 +195,16 @@ class Tester:
             verdict.reasons = [outcome.report.errors or "the build failed without compiler output"]
         return outcome
 
-    def _ensure_pch(self, pch_root: Path) -> float:
+    def ensure_pch(self) -> float:
         """Build the machine's precompiled header before the first inline build (once; other
-        threads wait). Returns the seconds spent here (0 when it was there)."""
+        threads wait). Returns the seconds spent here (about 0 when it was there or is off)."""
         from cudarl.tester.inline_fast import ensure_pch
 
         started = time.monotonic()
         with self._pch_lock:
-            if not self._pch_checked:
-                self.pch_status = ensure_pch(pch_root, self.arch, cuda_cflags(self.config.compile),
-                                             self.config.compile.jobs)
+            if not self._pch_checked and self.inline_fast["pch_root"]:
+                self.pch_status = ensure_pch(Path(self.inline_fast["pch_root"]), self.arch,
+                                             cuda_cflags(self.config.compile), self.config.compile.jobs)
                 self._pch_checked = True
         return time.monotonic() - started
 
@@ -215,7 +213,7 @@ class Tester:
         sandbox = self.config.sandbox
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
-                        atol, rtol, task.hidden, kernel_names)
+                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast)
         child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,

@@ -147,7 +147,8 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
         "install_load_inline_hook(Path(job['build_root']), job['arch'], job['cuda_cflags'], job['jobs'],"
         " stub=False, fast=job['inline_fast'])\n"
         "import_source(Path(job['candidate_path']), 'candidate')\n")
-    job = judge_job(tester.config, prepared.workdir, build_root, tester.arch, 1e-4, 1e-4, {}, [])
+    job = judge_job(tester.config, prepared.workdir, build_root, tester.arch, 1e-4, 1e-4, {}, [],
+                    inline_fast=tester.inline_fast)
     done = subprocess.run([sys.executable, "-c", loader, json.dumps(job)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text() == before
