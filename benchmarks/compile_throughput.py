@@ -3,17 +3,22 @@ path, side by side on one machine.
 
     python benchmarks/compile_throughput.py [--tasks vector_add,relu,softmax] [--workers 16]
 
-1. Latency, fresh caches, one build at a time, for each task that has an nvrtc solution:
+1. Latency, fresh caches, one build at a time, for each task of ``--tasks``:
    - stock: a fresh process imports the suite's inline solution with plain ``load_inline``
      (torch's defaults: its own extension folder, set to an empty one; its own architecture
      choice; its own job count);
    - cudarl inline: ``Tester.prepare`` on the same solution (sandboxed compile child, one
-     architecture, trimmed includes, the machine's precompiled header), and again (cache hit);
-   - nvrtc: ``Tester.prepare`` on the task's nvrtc solution, and again (cache hit).
+     architecture, the lighter torch header, the machine's precompiled header), and again
+     (cache hit);
+   - nvrtc, where the task has an nvrtc solution: ``Tester.prepare`` on it, and again (hit);
+   - one broken candidate (the first task's solution with an undefined name in a kernel), stock
+     and cudarl: cudarl builds a broken candidate twice (see ``cudarl.tester.inline_fast``).
    Each figure is the wall time of the whole build as the caller sees it, process start and
    imports included. The precompiled header's one-time set-up is timed on its own.
-2. Throughput: distinct variants (one comment line differs, so nothing is cached) built by
-   ``--workers`` concurrent builders; candidates per minute, per format.
+2. Throughput: distinct variants (one comment line differs, so nothing is cached) of the
+   ``--throughput-tasks`` solutions built by ``--workers`` concurrent builders; candidates per
+   minute, per format. It runs first (its precompiled-header set-up then serves the latency
+   part too).
 
 Prints tables; writes benchmarks/results/compile_throughput-<date>-<machine>.json.
 """
@@ -96,29 +101,50 @@ def variant(candidate: Candidate, index: int) -> Candidate:
                                         "source": candidate.source + f"\n# variant {index}\n"})
 
 
-def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: None) -> list[dict]:
+def broken(candidate: Candidate) -> Candidate:
+    """The candidate with a compile error in its CUDA source (an undefined name in the first
+    kernel): what a broken candidate costs, where cudarl builds twice (lighter header, then as
+    written for the real errors)."""
+    source = candidate.source.replace("__global__", "__global__ void cudarl_broken() { undefined_name(); }\n__global__", 1)
+    return candidate.model_copy(update={"id": f"{candidate.id}/broken", "source": source})
+
+
+def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: None, with_broken: bool = True) -> list[dict]:
     tasks = {t.id: t for t in load_suite()}
     inline = {s.task_id: s for s in suite_solutions(set(task_ids))}
     nvrtc = {s.task_id: s for s in suite_solutions(set(task_ids), form="nvrtc")}
     tester = make_tester(cache)
-    print(f"{'task':12s} {'stock s':>8s} {'inline s':>9s} {'x':>6s} {'hit s':>7s} {'nvrtc s':>8s} {'hit s':>7s}")
+    print(f"{'task':22s} {'stock s':>8s} {'inline s':>9s} {'x':>6s} {'hit s':>7s} {'nvrtc s':>8s} {'hit s':>7s}")
     for task_id in task_ids:
         row = {"task": task_id, "stock": stock_build(inline[task_id], cache / "stock" / task_id)}
         row["inline"] = cudarl_build(tester, tasks[task_id], inline[task_id])
         row["inline_hit"] = cudarl_build(tester, tasks[task_id], inline[task_id])
-        row["nvrtc"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
-        row["nvrtc_hit"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
+        if task_id in nvrtc:
+            row["nvrtc"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
+            row["nvrtc_hit"] = cudarl_build(tester, tasks[task_id], nvrtc[task_id])
         # the PCH set-up (first inline build only) is reported apart from the build itself
         inline_s = row["inline"]["seconds"] - row["inline"]["pch_s"]
         row["inline_without_pch_setup_s"] = inline_s
         rows.append(row)
         save()
         ratio = row["stock"]["seconds"] / inline_s if row["stock"]["ok"] and row["inline"]["ok"] else float("nan")
-        print(f"{task_id:12s} {row['stock']['seconds']:8.2f} {inline_s:9.2f} {ratio:6.2f} "
-              f"{row['inline_hit']['seconds']:7.3f} {row['nvrtc']['seconds']:8.3f} {row['nvrtc_hit']['seconds']:7.3f}"
-              + ("" if all(row[k]["ok"] for k in ("stock", "inline", "nvrtc")) else "  FAILED: " + " | ".join(
-                  row[k].get("error", "")[:200] for k in ("stock", "inline", "nvrtc") if not row[k]["ok"])),
+        formats = [k for k in ("stock", "inline", "nvrtc") if k in row]
+        nvrtc_cells = (f"{row['nvrtc']['seconds']:8.3f} {row['nvrtc_hit']['seconds']:7.3f}" if "nvrtc" in row
+                       else f"{'-':>8s} {'-':>7s}")
+        print(f"{task_id:22s} {row['stock']['seconds']:8.2f} {inline_s:9.2f} {ratio:6.2f} "
+              f"{row['inline_hit']['seconds']:7.3f} {nvrtc_cells}"
+              + ("" if all(row[k]["ok"] for k in formats) else "  FAILED: " + " | ".join(
+                  row[k].get("error", "")[:200] for k in formats if not row[k]["ok"])),
               flush=True)
+    if with_broken and task_ids:
+        first = broken(inline[task_ids[0]])
+        row = {"task": f"{task_ids[0]} (compile error)", "broken": True,
+               "stock": stock_build(first, cache / "stock" / "broken"), "inline": cudarl_build(tester, tasks[task_ids[0]], first)}
+        rows.append(row)
+        save()
+        print(f"{row['task']:22s} {row['stock']['seconds']:8.2f} {row['inline']['seconds']:9.2f} "
+              f"{row['stock']['seconds'] / row['inline']['seconds']:6.2f}   (both must fail: stock ok={row['stock']['ok']}, "
+              f"cudarl ok={row['inline']['ok']})", flush=True)
     return rows
 
 
@@ -143,9 +169,11 @@ def throughput(cache: Path, form: str, task_ids: list[str], count: int, workers:
 
 
 def summary(rows: list[dict]) -> dict:
+    honest = [r for r in rows if not r.get("broken")]
+
     def stats(key: str) -> dict:
-        values = [r[key]["seconds"] if isinstance(r[key], dict) else r[key] for r in rows
-                  if not isinstance(r[key], dict) or r[key]["ok"]]
+        values = [r[key]["seconds"] if isinstance(r[key], dict) else r[key] for r in honest
+                  if key in r and (not isinstance(r[key], dict) or r[key]["ok"])]
         return {"p50": statistics.median(values), "p95": percentile(values, 0.95), "n": len(values)} if values else {}
 
     result = {"stock": stats("stock"), "inline": stats("inline_without_pch_setup_s"), "inline_hit": stats("inline_hit"),
@@ -157,7 +185,12 @@ def summary(rows: list[dict]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", default=",".join(s.task_id for s in suite_solutions(form="nvrtc")))
+    parser.add_argument("--tasks", default=",".join(s.task_id for s in suite_solutions(form="nvrtc")),
+                        help="latency: suite tasks (inline; nvrtc too where the task has an nvrtc solution)")
+    parser.add_argument("--throughput-tasks", default=",".join(s.task_id for s in suite_solutions(form="nvrtc")),
+                        help="throughput: tasks whose solutions (both formats) are cycled through")
+    parser.add_argument("--label", default="", help="added to the result file's name (runs split in parts)")
+    parser.add_argument("--no-broken", action="store_true", help="skip the compile-error latency row")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--inline-variants", type=int, default=16)
     parser.add_argument("--nvrtc-variants", type=int, default=64)
@@ -167,6 +200,7 @@ def main() -> int:
     args = parser.parse_args()
     cache = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="cudarl-compile-"))
     task_ids = args.tasks.split(",")
+    throughput_ids = args.throughput_tasks.split(",")
     machine = {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
     try:
         import torch
@@ -175,7 +209,8 @@ def main() -> int:
     except Exception:  # noqa: BLE001 - the table matters more than the label
         pass
     label = (machine.get("gpu") or f"cpu{machine['cpus']}").replace(" ", "-")
-    out = Path(args.out_dir) / f"compile_throughput-{datetime.now(timezone.utc):%Y-%m-%d}-{label}.json"
+    suffix = f"-{args.label}" if args.label else ""
+    out = Path(args.out_dir) / f"compile_throughput-{datetime.now(timezone.utc):%Y-%m-%d}-{label}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     rates: list[dict] = []
@@ -188,14 +223,14 @@ def main() -> int:
 
     print(f"== throughput, {args.workers} concurrent builders ==", flush=True)
     if args.nvrtc_variants:
-        rates.append(throughput(cache, "nvrtc", task_ids, args.nvrtc_variants, args.workers))
+        rates.append(throughput(cache, "nvrtc", throughput_ids, args.nvrtc_variants, args.workers))
         save()
     if args.inline_variants:
-        rates.append(throughput(cache, "inline", task_ids, args.inline_variants, args.workers))
+        rates.append(throughput(cache, "inline", throughput_ids, args.inline_variants, args.workers))
         save()
     print(f"== compile latency, one build at a time (cache {cache}) ==", flush=True)
     if not args.skip_latency:
-        latency(cache, task_ids, rows, save)
+        latency(cache, task_ids, rows, save, with_broken=not args.no_broken)
     totals.update(summary(rows) if rows else {})
     if totals:
         print("p50/p95 s: " + ", ".join(f"{k} {v['p50']:.3f}/{v['p95']:.3f}" for k, v in totals.items()

@@ -41,9 +41,9 @@ class CompileConfig(_Section):
     cuda.cu compile side by side."""
 
     trim_includes: bool = True
-    """Inline candidates: build the CUDA file with ``<torch/types.h>`` instead of
-    ``<torch/extension.h>`` when it uses nothing from the rest; if that fails, the source as
-    written is built and its errors reported (``cudarl.tester.inline_fast``)."""
+    """Inline candidates: build the CUDA file with a header holding only the part of
+    ``<torch/extension.h>`` it uses (tensor class, the operators it names); if that fails, the
+    source as written is built and its errors reported (``cudarl.tester.inline_fast``)."""
 
     precompiled_header: bool = True
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)

@@ -7,12 +7,20 @@ always ``torch/extension.h`` too, parsed by nvcc's front end, then by the host c
 
 Two measures, each safe by construction:
 
-- **Include trimming** (``.cu`` only): ``#include <torch/extension.h>`` becomes
-  ``#include <torch/types.h>`` (tensors, ATen, factories and ``TORCH_CHECK``, without the C++
-  frontend and the Python bindings) when the CUDA source uses nothing from the part left out
-  (no ``py::``, ``pybind11``, ``torch::nn``/``optim``/``jit``/``autograd``/``data``). If the trimmed build fails anyway,
-  the untrimmed source is built and *its* errors are what the verdict shows; the choice is
-  remembered in the build folder so a later process (the runner) does not rebuild.
+- **A lighter torch header** (``.cu`` only): nvcc has no precompiled headers and reads the
+  CUDA file's headers three times (its front end, the device compiler, the host compiler), so
+  what the file includes sets the build time. ``#include <torch/extension.h>`` (or
+  ``<torch/types.h>``) becomes ``#include "cudarl_torch.h"``, a header written into the build
+  folder with only what the source uses (``light_header``): the tensor class, the operators it
+  names, the ``torch`` namespace aliases copied from the installed ``torch/types.h``. Not when
+  the source uses the C++ frontend or the Python bindings (``py::``, ``pybind11``,
+  ``torch::nn``/``optim``/``jit``/``autograd``/``data``). One include line becomes one, so
+  the compiler's line numbers are the candidate's. If the lighter build fails, the source as
+  written is built and *its* errors are what the verdict shows (a broken candidate pays for
+  both builds); the choice is remembered in the build folder so a later process (the runner)
+  does not rebuild. The one difference a working source can see: ``torch::empty`` and the
+  other factories are ATen's (``at::empty``), not the autograd-aware wrappers of the C++
+  frontend, so factories asked for ``requires_grad=True`` raise.
 - **Precompiled header** (``main.cpp`` only, GCC): ``torch/extension.h`` is precompiled once per
   flag set into ``<cache>/pch/<signature>/torch/extension.h.gch``, and that folder is put on the
   include path ahead of torch's. GCC uses the ``.gch`` only when it was built with compatible
@@ -40,19 +48,63 @@ from pathlib import Path
 
 from cudarl.files import file_lock
 
-_FULL_HEADER = re.compile(r"#\s*include\s*[<\"]torch/extension\.h[>\"]")
+_TORCH_HEADER = re.compile(r"#\s*include\s*[<\"]torch/(?:extension|types)\.h[>\"]")
 _NEEDS_FULL = re.compile(r"\bpy::|pybind11|PYBIND11|torch::(nn|optim|jit|autograd|data|serialize|python)\b|"
-                         r"THPVariable|torch/python\.h")
+                         r"THPVariable|#\s*include\s*[<\"]torch/(?!extension\.h|types\.h)")
+_QUALIFIED_NAME = re.compile(r"\b(?:torch|at)::([A-Za-z_]\w*)")
+_TORCH_NAMESPACE = re.compile(r"^namespace torch \{\n(.*?)^\} // namespace torch", re.MULTILINE | re.DOTALL)
+LIGHT_HEADER = "cudarl_torch.h"
+# What load_inline puts before the CUDA sources unless ``no_implicit_headers`` (one list item
+# per line, as torch inserts them, so line numbers match a stock build's).
+IMPLICIT_CUDA_HEADERS = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+IMPLICIT_CPP_HEADER = "#include <torch/extension.h>"
 UNTRIMMED_MARKER = ".cudarl-untrimmed"
 
 
-def trimmed_sources(cuda_sources: list[str]) -> list[str] | None:
-    """The CUDA sources with the lighter torch header, or None when trimming is not safe or
-    changes nothing."""
+def _torch_include_dirs() -> list[Path]:
+    from cudarl import _compat
+
+    return [Path(p) for p in _compat.import_cpp_extension().include_paths()]
+
+
+def light_header(cuda_sources: list[str], include_dirs: list[Path] | None = None) -> str | None:
+    """The part of ``torch/extension.h`` these CUDA sources use, as a header's text; None when
+    the sources need more (or torch's layout is not the expected one).
+
+    What it holds: ``ATen/core/Tensor.h`` (the tensor class with every method, ``TORCH_CHECK``,
+    scalar types), ``ATen/Dispatch.h`` when an ``AT_DISPATCH`` macro appears, one
+    ``ATen/ops/<name>.h`` per ``torch::<name>``/``at::<name>`` that names an operator
+    (``torch::empty`` -> ``ATen/ops/empty.h``), and the ``torch`` namespace block of the installed
+    ``torch/types.h`` itself (``using namespace at``, ``torch::kFloat32``...), copied so that it
+    always matches the installed torch."""
     text = "\n".join(cuda_sources)
-    if not _FULL_HEADER.search(text) or _NEEDS_FULL.search(text):
+    if not _TORCH_HEADER.search(text) or _NEEDS_FULL.search(text):
         return None
-    return [_FULL_HEADER.sub("#include <torch/types.h>", source) for source in cuda_sources]
+    dirs = _torch_include_dirs() if include_dirs is None else include_dirs
+
+    def find(relative: str) -> Path | None:
+        return next((d / relative for d in dirs if (d / relative).is_file()), None)
+
+    types_header = find("torch/types.h")
+    block = _TORCH_NAMESPACE.search(types_header.read_text()) if types_header else None
+    if block is None or find("ATen/core/Tensor.h") is None:
+        return None
+    includes = ["ATen/core/Tensor.h"]
+    if "AT_DISPATCH" in text:
+        includes.append("ATen/Dispatch.h")
+    for name in sorted(set(_QUALIFIED_NAME.findall(text))):
+        if find(f"ATen/ops/{name}.h") is not None:
+            includes.append(f"ATen/ops/{name}.h")
+    lines = ["// Written by cudarl: the part of <torch/extension.h> that the CUDA source uses.",
+             "#pragma once", *(f"#include <{h}>" for h in includes), "#include <optional>",
+             "namespace torch {", block.group(1).rstrip(), "} // namespace torch", ""]
+    return "\n".join(lines)
+
+
+def trimmed_sources(cuda_sources: list[str]) -> list[str]:
+    """The CUDA sources with their torch include pointing at ``LIGHT_HEADER`` (one line for
+    one, so the compiler's line numbers stay the candidate's)."""
+    return [_TORCH_HEADER.sub(f'#include "{LIGHT_HEADER}"', source) for source in cuda_sources]
 
 
 def pch_signature() -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 
 from cudarl import env
+from cudarl.files import write_text_atomic
+from cudarl.tester import inline_fast
 
 
 class StubExtension:
@@ -53,7 +55,6 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     measures of ``inline_fast``: ``{"trim": bool, "pch_root": folder or None}``; the compile
     child and the runner must pass the same, or the runner rebuilds."""
     from cudarl import _compat
-    from cudarl.tester import inline_fast
 
     cpp = _compat.import_cpp_extension()
     env.set_for_children(env.TORCH_CUDA_ARCH_LIST, arch_list_entry(arch))
@@ -64,6 +65,9 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     pch_dir = str(inline_fast.pch_dir_for(Path(options["pch_root"]))) if options.get("pch_root") else None
     original = cpp.load_inline
     signature = inspect.signature(original)
+    # The lighter header replaces the torch include load_inline adds itself, so it needs a
+    # load_inline that can leave it out.
+    lightable = "no_implicit_headers" in signature.parameters
     built: list[str] = []
 
     def load_inline(*args, **kwargs):
@@ -82,25 +86,50 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         if pch_dir and not bound.arguments.get("extra_cflags"):
             includes.insert(0, pch_dir)
         bound.arguments["extra_include_paths"] = [*includes, *_compat.cuda_library_include_dirs()]
-        written = bound.arguments.get("cuda_sources")
-        sources = [written] if isinstance(written, str) else list(written or [])
-        trimmed = None
-        if options.get("trim") and not (directory / inline_fast.UNTRIMMED_MARKER).exists():
-            trimmed = inline_fast.trimmed_sources(sources)
-        if trimmed is None:
+        light = light_arguments(bound.arguments) if options.get("trim") and lightable else None
+        if light is None or (directory / inline_fast.UNTRIMMED_MARKER).exists():
             return original(*bound.args, **bound.kwargs)
-        bound.arguments["cuda_sources"] = trimmed
+        header, arguments = light
+        header_path = directory / inline_fast.LIGHT_HEADER
+        if not header_path.exists() or header_path.read_text() != header:  # unchanged: ninja has nothing to do
+            write_text_atomic(header_path, header)
+        as_written = dict(bound.arguments)
+        bound.arguments.update(arguments)
         try:
             return original(*bound.args, **bound.kwargs)
-        except Exception:  # noqa: BLE001 - the untrimmed build's result (and errors) is the real one
-            print("cudarl: the build with <torch/types.h> failed; building the source as written", flush=True)
+        except Exception:  # noqa: BLE001 - the build as written gives the real result (and errors)
+            print(f"cudarl: the build with the lighter torch header ({inline_fast.LIGHT_HEADER}) failed; "
+                  "building the source as written", flush=True)
             (directory / inline_fast.UNTRIMMED_MARKER).write_text("")
             _compat.forget_extension_version(cpp, name)
-            bound.arguments["cuda_sources"] = sources
+            bound.arguments.clear()
+            bound.arguments.update(as_written)
             return original(*bound.args, **bound.kwargs)
 
     cpp.load_inline = load_inline
     return built
+
+
+def _as_list(value) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def light_arguments(arguments: dict) -> tuple[str, dict] | None:
+    """(the lighter header's text, the load_inline arguments that use it), or None where the
+    CUDA sources need the full header. The implicit headers load_inline would add are written
+    out (the torch one lightened), so both files keep the lines of a stock build."""
+    cuda_sources = _as_list(arguments.get("cuda_sources"))
+    if not cuda_sources:
+        return None
+    cpp_sources = _as_list(arguments.get("cpp_sources"))
+    if not arguments.get("no_implicit_headers"):
+        cuda_sources = [*inline_fast.IMPLICIT_CUDA_HEADERS, *cuda_sources]
+        cpp_sources = [inline_fast.IMPLICIT_CPP_HEADER, *cpp_sources]
+    header = inline_fast.light_header(cuda_sources)
+    if header is None:
+        return None
+    return header, {"cuda_sources": inline_fast.trimmed_sources(cuda_sources), "cpp_sources": cpp_sources,
+                    "no_implicit_headers": True}
 
 
 def import_source(path: Path, module_name: str) -> ModuleType:

@@ -5,6 +5,7 @@ with its fallback to the source as written."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -14,7 +15,8 @@ import pytest
 from cudarl.nvrtc_build import NvrtcUnavailable, library
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester import Candidate, Outcome, Tester
-from cudarl.tester.inline_fast import UNTRIMMED_MARKER, trimmed_sources
+from cudarl.tester.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER, light_header, trimmed_sources
+from cudarl.tester.loading import light_arguments
 from cudarl.tester.tester import judge_job
 from tests.conftest import make_tester_config
 
@@ -91,12 +93,41 @@ def test_concurrent_builds_of_one_candidate_share_one_build(tmp_path, tasks):
     assert sum(not p.verdict.compile.cached for p in results) == 1
 
 
-def test_include_trimming_only_where_it_is_safe():
-    plain = ['#include <torch/extension.h>\n__global__ void k() {}\ntorch::Tensor f(torch::Tensor x) { return x; }']
-    assert trimmed_sources(plain) == [plain[0].replace("torch/extension.h", "torch/types.h")]
-    assert trimmed_sources(['#include <torch/types.h>\n__global__ void k() {}']) is None  # nothing to trim
-    for needs_more in ("py::object o;", "torch::nn::Linear l(1, 1);", "PYBIND11_MODULE(m, x) {}"):
-        assert trimmed_sources([plain[0] + "\n" + needs_more]) is None
+def test_light_header_only_where_it_is_safe():
+    plain = ['#include <torch/extension.h>\n__global__ void k() {}\n'
+             'torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); '
+             'AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {}); return at::zeros({1}, x.options()); }']
+    header = light_header(plain)
+    assert header is not None
+    includes = re.findall(r"#include <([^>]+)>", header)
+    assert includes[:2] == ["ATen/core/Tensor.h", "ATen/Dispatch.h"]
+    assert {"ATen/ops/empty_like.h", "ATen/ops/zeros.h"} <= set(includes)
+    assert "ATen/ops/Tensor.h" not in includes  # a type, not an operator
+    assert "using namespace at;" in header and "kFloat32" in header  # torch's own alias block
+    assert trimmed_sources(plain) == [plain[0].replace("<torch/extension.h>", f'"{LIGHT_HEADER}"')]
+    assert trimmed_sources(plain)[0].count("\n") == plain[0].count("\n")  # same line numbers
+    assert light_header(['#include <torch/types.h>\n__global__ void k() {}']) is not None
+    assert light_header(['#include <cuda_runtime.h>\n__global__ void k() {}']) is None  # nothing to lighten
+    for needs_more in ("py::object o;", "torch::nn::Linear l(1, 1);", "PYBIND11_MODULE(m, x) {}",
+                       "#include <torch/torch.h>"):
+        assert light_header([plain[0] + "\n" + needs_more]) is None
+
+
+def testlight_arguments_write_out_what_load_inline_would_add():
+    """load_inline puts its own torch include before the CUDA sources; the light build leaves
+    that to cudarl (same lines, torch's include lightened) and keeps the bindings file as stock."""
+    source = "__global__ void k(float* x) { x[0] = 1.f; }\ntorch::Tensor f(torch::Tensor x) { return x; }"
+    header, arguments = light_arguments({"cuda_sources": source, "cpp_sources": "torch::Tensor f(torch::Tensor x);"})
+    assert "ATen/core/Tensor.h" in header
+    assert arguments["no_implicit_headers"] is True
+    assert arguments["cuda_sources"] == [f'#include "{LIGHT_HEADER}"', "#include <cuda.h>", "#include <cuda_runtime.h>", source]
+    assert arguments["cpp_sources"] == ["#include <torch/extension.h>", "torch::Tensor f(torch::Tensor x);"]
+    # A candidate that leaves the implicit headers out itself keeps its own lines.
+    own = '#include <torch/extension.h>\n' + source
+    _, arguments = light_arguments({"cuda_sources": [own], "cpp_sources": "", "no_implicit_headers": True})
+    assert arguments["cuda_sources"] == [own.replace("<torch/extension.h>", f'"{LIGHT_HEADER}"')]
+    assert light_arguments({"cuda_sources": [source + "\npy::object o;"], "cpp_sources": ""}) is None
+    assert light_arguments({"cpp_sources": "int f();"}) is None  # no CUDA file
 
 
 FALLBACK = r'''
