@@ -74,7 +74,7 @@ def stock_build(candidate: Candidate, workdir: Path) -> dict:
     path = workdir / "candidate.py"
     path.write_text(candidate.source)
     child_env = env.child_environment({env.TORCH_EXTENSIONS_DIR: str(workdir / "extensions")})
-    for name in (env.TORCH_CUDA_ARCH_LIST, env.MAX_JOBS):
+    for name in (env.TORCH_CUDA_ARCH_LIST, env.MAX_JOBS, env.PYTORCH_NVCC):
         child_env.pop(name, None)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _STOCK, str(path)], capture_output=True, text=True,

@@ -49,6 +49,11 @@ class CompileConfig(_Section):
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
     for the bindings file. GCC ignores it when flags differ, so it costs speed, never results."""
 
+    split_nvcc: bool = True
+    """Inline candidates: run nvcc's host and device front ends side by side (the same commands
+    as nvcc's own, ``cudarl.tester.nvcc_split``); plain nvcc where the plan is not the expected
+    one, or when ``PYTORCH_NVCC`` is set already."""
+
     extra_cuda_cflags: tuple[str, ...] = ("-O3",)
     """Flags added to every CUDA compile (the candidate's own flags come after these)."""
 

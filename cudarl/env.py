@@ -35,6 +35,10 @@ TORCH_EXTENSIONS_DIR = "TORCH_EXTENSIONS_DIR"
 MAX_JOBS = "MAX_JOBS"
 """Parallel compiler jobs in torch's extension builder; cudarl sets it from ``compile.jobs``."""
 
+PYTORCH_NVCC = "PYTORCH_NVCC"
+"""The nvcc command torch's extension builds run; cudarl sets it to its split driver
+(``cudarl.tester.nvcc_split``) unless it is already set."""
+
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 

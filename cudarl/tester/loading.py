@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from types import ModuleType
 
 from cudarl import env
 from cudarl.files import write_text_atomic
-from cudarl.tester import inline_fast
+from cudarl.tester import inline_fast, nvcc_split
 
 
 class StubExtension:
@@ -62,6 +63,8 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     env.set_for_children(env.CUDARL_NVRTC_DIR, str(build_root / "nvrtc"))  # nvrtc-format cubins
     env.set_for_children(env.CUDARL_CUDA_ARCH, arch)
     options = fast or {}
+    if options.get("split_nvcc") and not env.get(env.PYTORCH_NVCC) and getattr(cpp, "CUDA_HOME", None):
+        env.set_for_children(env.PYTORCH_NVCC, nvcc_split.command(os.path.join(cpp.CUDA_HOME, "bin", "nvcc")))
     pch_dir = str(inline_fast.pch_dir_for(Path(options["pch_root"]))) if options.get("pch_root") else None
     original = cpp.load_inline
     signature = inspect.signature(original)

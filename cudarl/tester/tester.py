@@ -101,7 +101,8 @@ class Tester:
         # The inline_fast settings of every build (the compile child and the runner must agree);
         # the precompiled header lives beside the compile entries, in <cache>/pch.
         self.inline_fast = {"trim": self.config.compile.trim_includes,
-                            "pch_root": str(Path(root) / "pch") if self.config.compile.precompiled_header else None}
+                            "pch_root": str(Path(root) / "pch") if self.config.compile.precompiled_header else None,
+                            "split_nvcc": self.config.compile.split_nvcc}
         self._pch_lock = threading.Lock()
         self._pch_checked = False
         self.pch_status = "not needed yet"

@@ -1,6 +1,8 @@
-"""Inline candidates built by the fast path (trimmed CUDA include, precompiled header) pass on
-the GPU, and the runner loads what the compile stage built without rebuilding it (its hook
-must reproduce the compile child's sources and flags exactly, or ninja would build again)."""
+"""Inline candidates built by the fast path (the lighter torch header, the precompiled header,
+the split nvcc driver) pass on the GPU, were built that way (no fallback to the source as
+written, the split driver in the build file), and the runner loads what the compile stage built
+without rebuilding it (its hook must reproduce the compile child's sources and flags exactly,
+or ninja would build again)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester import Outcome, Tester
+from cudarl.tester.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER
 from tests.conftest import make_tester_config
 
 pytestmark = pytest.mark.gpu
@@ -18,14 +21,18 @@ def fast_tester(tmp_path_factory) -> Tester:
     return Tester(make_tester_config(compile={"mode": "extension"}), cache_root=tmp_path_factory.mktemp("fast"))
 
 
-@pytest.mark.parametrize("task_id", ["vector_add", "softmax"])
+@pytest.mark.parametrize("task_id", ["vector_add", "softmax", "attention", "layernorm_gelu"])
 def test_fast_inline_build_passes_and_is_not_rebuilt_by_the_runner(fast_tester, task_id):
     task = {t.id: t for t in load_suite()}[task_id]
     solution = suite_solutions({task_id})[0]
     prepared = fast_tester.prepare(task, solution)
     assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
-    logs = list(fast_tester.cache.build_root(prepared.verdict.compile.cache_key).rglob(".ninja_log"))
+    build_root = fast_tester.cache.build_root(prepared.verdict.compile.cache_key)
+    logs = list(build_root.rglob(".ninja_log"))
     assert logs
+    for log in logs:
+        assert (log.parent / LIGHT_HEADER).exists() and not (log.parent / UNTRIMMED_MARKER).exists()
+        assert "nvcc_split.py" in (log.parent / "build.ninja").read_text()
     before = {log: log.read_text() for log in logs}
     verdict = fast_tester.run(prepared)
     assert verdict.outcome == Outcome.PASSED, verdict.reasons
