@@ -4,15 +4,19 @@ Every ``load_inline`` call a candidate makes is redirected to a build directory 
 tester (one per candidate hash and extension name), built for one architecture with the
 tester's flags, with the compiler's output (including ``ptxas -v``) on stdout. The compile
 child and the run child install the same hook, so the run child finds the extension already
-built and only loads it. In ``stub`` mode (no GPU, compile-only runs) nothing is built: the
+built and only loads it: a manifest beside the library (``ARTIFACT_MANIFEST``) names it and the
+path-free key it was built for, so the build folder is an artifact that loads on another machine
+or at another path (compile on a CPU-only worker, load on a GPU worker) without ninja. In ``stub`` mode (no GPU, compile-only runs) nothing is built: the
 extension is replaced by an object whose functions raise, so that importing and constructing
 ``ModelNew`` can still be checked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 import sys
@@ -81,6 +85,15 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
             return StubExtension(name)
         directory = build_root / safe_name(name)
         directory.mkdir(parents=True, exist_ok=True)
+        key = artifact_key(bound.arguments, arch, cuda_cflags, options)
+        prebuilt = load_artifact(directory, key)
+        if prebuilt is not None:
+            return prebuilt
+        module = build(bound, directory, name)
+        record_artifact(directory, key, module)
+        return module
+
+    def build(bound: inspect.BoundArguments, directory: Path, name: str):
         bound.arguments["build_directory"] = str(directory)
         bound.arguments["verbose"] = True
         user_flags = list(bound.arguments.get("extra_cuda_cflags") or [])
@@ -111,6 +124,48 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
 
     cpp.load_inline = load_inline
     return built
+
+
+ARTIFACT_MANIFEST = "cudarl-artifact.json"
+
+
+def artifact_key(arguments: dict, arch: str, cuda_cflags: list[str], options: dict) -> str:
+    """What a built extension depends on, free of absolute paths: the candidate's own
+    ``load_inline`` arguments, the architecture, cudarl's flags and measures, torch's version."""
+    import torch
+
+    own = {k: v for k, v in arguments.items() if k not in ("build_directory", "verbose")}
+    measures = {"trim": bool(options.get("trim")), "pch": bool(options.get("pch_root")),
+                "split_nvcc": bool(options.get("split_nvcc"))}
+    blob = json.dumps([own, arch, cuda_cflags, measures, torch.__version__], sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_artifact(directory: Path, key: str) -> ModuleType | None:
+    """The extension built earlier in ``directory`` for ``key``, imported without asking ninja
+    (whose build file holds absolute paths): so a build folder is an artifact that can be
+    copied to another machine, or another path, and loaded there. None when there is none."""
+    try:
+        manifest = json.loads((directory / ARTIFACT_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    library = directory / str(manifest.get("file", ""))
+    if manifest.get("key") != key or not library.is_file() or library.resolve().parent != directory.resolve():
+        return None
+    spec = importlib.util.spec_from_file_location(str(manifest["module"]), library)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def record_artifact(directory: Path, key: str, module) -> None:
+    """After a successful build: which library in ``directory`` is the extension for ``key``."""
+    library = Path(getattr(module, "__file__", "") or "")
+    if isinstance(module, ModuleType) and library.is_file() and library.resolve().parent == directory.resolve():
+        write_text_atomic(directory / ARTIFACT_MANIFEST,
+                          json.dumps({"key": key, "file": library.name, "module": module.__name__}))
 
 
 def _as_list(value) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -183,3 +184,13 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
     done = subprocess.run([sys.executable, "-c", loader, json.dumps(job)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text() == before
+    # The build folder is an artifact: copied elsewhere (its build.ninja still names the old
+    # path), it loads there without a build.
+    elsewhere = tmp_path / "elsewhere" / "build"
+    shutil.copytree(build_root, elsewhere)
+    library = elsewhere / "cudarl_trim_fallback" / "cudarl_trim_fallback.so"
+    stamp = library.stat().st_mtime_ns
+    done = subprocess.run([sys.executable, "-c", loader, json.dumps({**job, "build_root": str(elsewhere)})],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert library.stat().st_mtime_ns == stamp and "ninja" not in done.stdout
