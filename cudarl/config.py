@@ -49,6 +49,10 @@ class CompileConfig(_Section):
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
     for the bindings file. GCC ignores it when flags differ, so it costs speed, never results."""
 
+    warm_children: int = 1
+    """Inline candidates: compile children kept started with torch already imported, so that a
+    build does not wait for the import (``sandbox.WarmChildren``); 0 starts each child cold."""
+
     split_nvcc: bool = True
     """Inline candidates: run nvcc's host and device front ends side by side (the same commands
     as nvcc's own, ``cudarl.tester.nvcc_split``); plain nvcc where the plan is not the expected

@@ -91,9 +91,20 @@ def run_compile(job: dict, results: ResultWriter) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--result-fd", type=int, required=True)
-    results = ResultWriter(parser.parse_args().result_fd)
-    job = json.loads(sys.stdin.read())
+    parser.add_argument("--warm", action="store_true", help="import torch before the job arrives (WarmChildren)")
+    arguments = parser.parse_args()
+    results = ResultWriter(arguments.result_fd)
+    if arguments.warm:
+        from cudarl import _compat
+
+        _compat.import_cpp_extension()  # torch and its extension builder: the slow imports
+    raw = sys.stdin.read()
     sys.stdin.close()
+    if not raw.strip():
+        return  # a warm child whose pool closed
+    job = json.loads(raw)
+    if job.get("cwd"):
+        os.chdir(job["cwd"])
     from cudarl.tester.isolation import apply_limits
 
     applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])

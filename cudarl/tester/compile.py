@@ -26,7 +26,7 @@ from cudarl.files import file_lock, write_text_atomic
 from cudarl.tester.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.guard import InlineBuild
 from cudarl.tester.loading import safe_name
-from cudarl.tester.sandbox import ChildLimits, run_child
+from cudarl.tester.sandbox import ChildLimits, StartedChild, run_child
 from cudarl.tester.toolchain import Toolchain, torch_include_flags
 from cudarl.tester.verdict import CompileReport
 
@@ -132,16 +132,23 @@ def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig,
     return CompileOutcome(report=report, ok=ok, timed_out=timed_out)
 
 
+def compile_limits(config: CompileConfig, sandbox: SandboxConfig) -> ChildLimits:
+    """The compile child's limits: the sandbox's, with the build's time limit, room for build
+    files and the compiler's whole output."""
+    return replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
+                   file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
+
+
 def compile_extension(candidate_path: Path, build_root: Path, arch: str, config: CompileConfig,
                       sandbox: SandboxConfig, key: str, mode: str = "extension",
-                      inline_fast: dict | None = None) -> CompileOutcome:
+                      inline_fast: dict | None = None, started: StartedChild | None = None) -> CompileOutcome:
     """Extension mode: import the candidate in a sandboxed child, which runs its own
-    ``load_inline`` calls (steered) or, in the nvrtc format (``mode="nvrtc"``), its NVRTC builds."""
-    limits = replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
-                     file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
+    ``load_inline`` calls (steered) or, in the nvrtc format (``mode="nvrtc"``), its NVRTC builds.
+    ``started``: a warm compile child to use (``WarmChildren``)."""
+    limits = compile_limits(config, sandbox)
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast}
-    child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent)
+    child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent, started=started)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr
     ok = bool(result and result.get("outcome") == "compiled")

@@ -15,6 +15,7 @@ that left the group (setsid) are found by walking the tree (the child is their s
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -185,23 +186,24 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
-              key: bytes | None = None) -> ChildOutcome:
-    """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults.
-    With ``key``, the child gets it on stdin and only messages signed with it are believed."""
+@dataclass
+class StartedChild:
+    """A child process started before its job exists (see ``WarmChildren``)."""
+
+    process: subprocess.Popen
+    read_fd: int
+    readers: list
+    started: float
+
+
+def start_child(module: str, limits: ChildLimits, cwd: Path | None = None, warm: bool = False) -> StartedChild:
+    """Start ``python -m module`` in a new session; it waits for its job on stdin. ``warm`` asks
+    the child to import its heavy modules first (the entry point's ``--warm``)."""
     read_fd, write_fd = os.pipe()
     pythonpath = os.pathsep.join(p for p in (_package_root(), env.get(env.PYTHONPATH)) if p)
-    job = {**job, "limits": {
-        "file_size_limit_mb": limits.file_size_limit_mb,
-        "isolate_network": limits.isolate_network,
-        "isolate_pids": limits.isolate_pids,
-    }}
-    if key is not None:
-        job["key"] = key.hex()
-    started = time.monotonic()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", module, "--result-fd", str(write_fd)],
+            [sys.executable, "-m", module, "--result-fd", str(write_fd), *(["--warm"] if warm else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd,), start_new_session=True, cwd=cwd,
             env=env.child_environment({env.PYTHONPATH: pythonpath}),
@@ -213,9 +215,44 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         os.close(write_fd)
     readers = [_BoundedReader(process.stdout, limits.output_limit_bytes),
                _BoundedReader(process.stderr, limits.output_limit_bytes)]
-    messages = _MessageReader(read_fd, key)
-    for thread in (*readers, messages):
+    for thread in readers:
         thread.start()
+    return StartedChild(process, read_fd, readers, time.monotonic())
+
+
+def discard_child(child: StartedChild) -> None:
+    """Stop a started child that will get no job."""
+    _kill_group(child.process)
+    child.process.wait()
+    os.close(child.read_fd)
+    for thread in child.readers:
+        thread.join(timeout=5)
+
+
+def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
+              key: bytes | None = None, started: StartedChild | None = None) -> ChildOutcome:
+    """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults.
+    With ``key``, the child gets it on stdin and only messages signed with it are believed.
+    ``started``: a child already running (``start_child``), which moves to ``cwd`` itself; its
+    time limit counts from now."""
+    job = {**job, "limits": {
+        "file_size_limit_mb": limits.file_size_limit_mb,
+        "isolate_network": limits.isolate_network,
+        "isolate_pids": limits.isolate_pids,
+    }}
+    if key is not None:
+        job["key"] = key.hex()
+    if started is not None and started.process.poll() is None:
+        child = started
+        job["cwd"] = str(cwd) if cwd is not None else None
+    else:
+        if started is not None:
+            discard_child(started)
+        child = start_child(module, limits, cwd)
+    process, readers = child.process, child.readers
+    started_at = time.monotonic()
+    messages = _MessageReader(child.read_fd, key)
+    messages.start()
     try:
         process.stdin.write(json.dumps(job).encode())
         process.stdin.close()
@@ -227,7 +264,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
     watched = psutil.Process(process.pid)
     limit_bytes = limits.memory_limit_mb << 20
     while process.poll() is None:
-        if time.monotonic() - started > limits.timeout_s:
+        if time.monotonic() - started_at > limits.timeout_s:
             timed_out = True
             break
         processes = _group_processes(watched)
@@ -242,7 +279,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         time.sleep(_POLL_S)
     _kill_group(process)  # also reaps compilers or helpers the child left behind
     process.wait()
-    wall = time.monotonic() - started
+    wall = time.monotonic() - started_at
     for thread in (*readers, messages):
         thread.join(timeout=5)
     code = process.returncode
@@ -262,3 +299,49 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         forged_messages=messages.forged,
         processes_exceeded=processes_exceeded,
     )
+
+
+class WarmChildren:
+    """Children of one entry point started ahead of their jobs with ``--warm``, so that a job
+    does not wait for the child to import torch (seconds, the largest fixed cost of an inline
+    build after the compilers). ``take`` hands one over and starts its replacement at once;
+    with none ready (many jobs at a time) the caller starts a cold child as before. Every limit
+    applies from the job on: the child sets its own limits after reading the job, the time limit
+    counts from the job, and the watchdog watches the whole group. A child carries the
+    environment of the moment it started."""
+
+    def __init__(self, module: str, limits: ChildLimits, cwd: Path, size: int = 1) -> None:
+        self.module, self.limits, self.cwd, self.size = module, limits, cwd, size
+        self._ready: list[StartedChild] = []
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def _top_up(self) -> None:
+        try:
+            self.cwd.mkdir(parents=True, exist_ok=True)
+            while len(self._ready) < self.size:
+                self._ready.append(start_child(self.module, self.limits, self.cwd, warm=True))
+        except OSError:
+            pass  # no spare process now: jobs start cold children, as without the pool
+
+    def prime(self) -> None:
+        """Start the first children now (before the first job)."""
+        with self._lock:
+            self._top_up()
+
+    def take(self) -> StartedChild | None:
+        with self._lock:
+            ready = [c for c in self._ready if c.process.poll() is None]
+            for dead in (c for c in self._ready if c.process.poll() is not None):
+                discard_child(dead)
+            child = ready.pop(0) if ready else None
+            self._ready = ready
+            self._top_up()
+            return child
+
+    def close(self) -> None:
+        with self._lock:
+            for child in self._ready:
+                discard_child(child)
+            self._ready = []
+            self.size = 0

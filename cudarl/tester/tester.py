@@ -20,10 +20,10 @@ from cudarl.config import TesterConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.compile import (CompileCache, compile_nvrtc, CompileOutcome, KernelModeUnsupported, compile_extension,
-                                   compile_kernels, cuda_cflags)
+                                   compile_kernels, compile_limits, cuda_cflags)
 from cudarl.tester.guard import inspect_source
 from cudarl.tester.static_rules import compiled_kernel_names
-from cudarl.tester.sandbox import ChildLimits, ChildOutcome, run_child
+from cudarl.tester.sandbox import ChildLimits, ChildOutcome, WarmChildren, run_child
 from cudarl.tester.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
 from cudarl.tester.verdict import (CorrectnessReport, HardeningReport, Outcome, SandboxReport, Stage, TimingReport,
                                    Verdict)
@@ -105,6 +105,10 @@ class Tester:
                             "split_nvcc": self.config.compile.split_nvcc}
         self._pch_lock = threading.Lock()
         self._pch_checked = False
+        # Compile children that have imported torch before their job (started at the first build).
+        self._warm_compile = (WarmChildren("cudarl.tester.child", compile_limits(self.config.compile, self.config.sandbox),
+                                           self.scratch, self.config.compile.warm_children)
+                              if self.mode == "extension" and self.config.compile.warm_children > 0 else None)
         self.pch_status = "not needed yet"
 
     @property
@@ -178,9 +182,10 @@ class Tester:
                         self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
                         if mode == "extension":
                             verdict.stage_seconds["pch"] = self.ensure_pch()
+                        warm = self._warm_compile.take() if self._warm_compile else None
                         outcome = compile_extension(workdir / "candidate.py", self.cache.build_root(key),
                                                     self.arch, config, self.config.sandbox, key, mode,
-                                                    self.inline_fast)
+                                                    self.inline_fast, started=warm)
                 except KernelModeUnsupported as exc:
                     verdict.skipped.append(f"compile: {exc}")
                     verdict.outcome = Outcome.COMPILED
@@ -202,6 +207,8 @@ class Tester:
         from cudarl.tester.inline_fast import ensure_pch
 
         started = time.monotonic()
+        if self._warm_compile is not None:
+            self._warm_compile.prime()  # importing torch while the header builds
         with self._pch_lock:
             if not self._pch_checked and self.inline_fast["pch_root"]:
                 self.pch_status = ensure_pch(Path(self.inline_fast["pch_root"]), self.arch,

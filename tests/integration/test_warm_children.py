@@ -1,0 +1,61 @@
+"""Warm compile children (started with torch imported before their job): a job run in one gets
+its verdict like a cold child's, in the folder it names, with its time limit counted from the
+job; a dead warm child is replaced by a cold one; closing the pool stops the waiting ones."""
+
+from __future__ import annotations
+
+import time
+
+from cudarl.tester.sandbox import ChildLimits, WarmChildren, run_child
+
+LIMITS = ChildLimits(timeout_s=60.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
+
+
+def test_a_job_in_a_warm_child_gets_its_verdict(tmp_path):
+    pool = WarmChildren("cudarl.tester.child", LIMITS, tmp_path / "scratch")
+    try:
+        pool.prime()
+        time.sleep(1.0)
+        child = pool.take()
+        assert child is not None and child.process.poll() is None
+        assert len(pool._ready) == 1  # its replacement started at once
+        workdir = tmp_path / "job"
+        workdir.mkdir()
+        started = time.monotonic()
+        outcome = run_child("cudarl.tester.child", {"kind": "unknown"}, LIMITS, cwd=workdir, started=child)
+        assert outcome.last("hello")["pid"] == child.process.pid
+        result = outcome.last("result")
+        assert result["outcome"] == "harness_error" and "unknown job kind" in result["reasons"][0]
+        assert outcome.wall_s <= time.monotonic() - started + 0.01  # counted from the job
+    finally:
+        pool.close()
+    assert all(c.process.poll() is not None for c in [child])
+
+
+def test_the_time_limit_counts_from_the_job_not_the_start(tmp_path):
+    short = ChildLimits(timeout_s=3.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
+    pool = WarmChildren("cudarl.tester.child", short, tmp_path)
+    try:
+        pool.prime()
+        time.sleep(4.0)  # longer than the limit, before any job
+        outcome = run_child("cudarl.tester.child", {"kind": "unknown"}, short, cwd=tmp_path, started=pool.take())
+        assert not outcome.timed_out and outcome.last("result")["outcome"] == "harness_error"
+    finally:
+        pool.close()
+
+
+def test_a_dead_warm_child_is_replaced_by_a_cold_one(tmp_path):
+    pool = WarmChildren("cudarl.tester.child", LIMITS, tmp_path)
+    try:
+        pool.prime()
+        child = pool.take()
+        child.process.kill()
+        child.process.wait()
+        outcome = run_child("cudarl.tester.child", {"kind": "unknown"}, LIMITS, cwd=tmp_path, started=child)
+        assert outcome.last("hello")["pid"] != child.process.pid
+        assert outcome.last("result")["outcome"] == "harness_error"
+        waiting = list(pool._ready)
+    finally:
+        pool.close()
+    for item in waiting:
+        assert item.process.poll() is not None, "close() left a warm child running"
