@@ -183,8 +183,10 @@ def compile_nvrtc(builds: list, arch: str, config: CompileConfig, sandbox: Sandb
     import sys
 
     def limit_memory() -> None:
+        # RLIMIT_DATA, not RLIMIT_AS: NVRTC reserves address space it never touches, and under
+        # an address-space limit of 16 GB its ptxas silently dropped the resource report.
         limit = sandbox.memory_limit_mb << 20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     job = {"arch": arch, "cache_dir": str(build_root / "nvrtc"),
            "builds": [{"source": b.source, "name": b.name, "options": list(b.options)} for b in builds]}
