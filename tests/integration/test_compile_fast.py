@@ -1,6 +1,7 @@
 """Compile throughput measures with the real compilers: the nvrtc format's torch-free compile
-stage and its cache (keying, hits, concurrent builders), and the inline path's include trimming
-with its fallback to the source as written."""
+stage and its cache (keying, hits, concurrent builders), and the inline path's lighter torch
+header with its fallback to the source as written, and build folders that load elsewhere
+without a build."""
 
 from __future__ import annotations
 
