@@ -88,13 +88,29 @@ def run_compile(job: dict, results: ResultWriter) -> None:
     results.finish("compiled", "compile", extensions=built)
 
 
+def _apply_limits(limits: dict) -> dict:
+    from cudarl.tester.isolation import apply_limits
+
+    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"])
+    if limits.get("isolate_pids"):
+        from cudarl.tester.isolation import become_subreaper
+
+        applied["subreaper"] = become_subreaper()
+    return applied
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--result-fd", type=int, required=True)
-    parser.add_argument("--warm", action="store_true", help="import torch before the job arrives (WarmChildren)")
+    parser.add_argument("--warm", default=None, metavar="LIMITS_JSON",
+                        help="apply these limits, then import torch, before the job arrives (WarmChildren)")
     arguments = parser.parse_args()
     results = ResultWriter(arguments.result_fd)
+    applied = None
     if arguments.warm:
+        # Limits first: unsharing the network namespace needs a single-threaded process, and
+        # importing torch starts threads.
+        applied = _apply_limits(json.loads(arguments.warm))
         from cudarl import _compat
 
         _compat.import_cpp_extension()  # torch and its extension builder: the slow imports
@@ -105,13 +121,10 @@ def main() -> None:
     job = json.loads(raw)
     if job.get("cwd"):
         os.chdir(job["cwd"])
-    from cudarl.tester.isolation import apply_limits
-
-    applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
-    if job["limits"].get("isolate_pids"):
-        from cudarl.tester.isolation import become_subreaper
-
-        applied["subreaper"] = become_subreaper()
+    if applied is None:
+        applied = _apply_limits(job["limits"])
+    elif job["limits"] != json.loads(arguments.warm):
+        results.finish("harness_error", "guard", ["a warm child got a job with other limits than it applied"])
     results.send("hello", pid=os.getpid(), **applied)
     if job["kind"] == "compile":
         run_compile(job, results)

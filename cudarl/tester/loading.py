@@ -89,6 +89,7 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         prebuilt = load_artifact(directory, key)
         if prebuilt is not None:
             return prebuilt
+        (directory / ARTIFACT_MANIFEST).unlink(missing_ok=True)  # stale the moment a build starts
         module = build(bound, directory, name)
         record_artifact(directory, key, module)
         return module
@@ -144,28 +145,36 @@ def artifact_key(arguments: dict, arch: str, cuda_cflags: list[str], options: di
 def load_artifact(directory: Path, key: str) -> ModuleType | None:
     """The extension built earlier in ``directory`` for ``key``, imported without asking ninja
     (whose build file holds absolute paths): so a build folder is an artifact that can be
-    copied to another machine, or another path, and loaded there. None when there is none."""
+    copied to another machine, or another path, and loaded there. None when there is none, or
+    when anything about it does not match (then the caller builds as usual)."""
     try:
         manifest = json.loads((directory / ARTIFACT_MANIFEST).read_text())
-    except (OSError, ValueError):
+        library = directory / str(manifest["file"])
+        if (manifest["key"] != key or not library.is_file() or library.resolve().parent != directory.resolve()
+                or library.stat().st_size != manifest["size"] or _digest(library) != manifest["sha256"]):
+            return None
+        spec = importlib.util.spec_from_file_location(str(manifest["module"]), library)
+        if spec is None or spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except Exception:  # noqa: BLE001 - a damaged artifact is rebuilt, never blamed on the candidate
         return None
-    library = directory / str(manifest.get("file", ""))
-    if manifest.get("key") != key or not library.is_file() or library.resolve().parent != directory.resolve():
-        return None
-    spec = importlib.util.spec_from_file_location(str(manifest["module"]), library)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def record_artifact(directory: Path, key: str, module) -> None:
-    """After a successful build: which library in ``directory`` is the extension for ``key``."""
+    """After a successful build: which library in ``directory`` is the extension for ``key``
+    (with its size and hash, so a library replaced later does not pass for it)."""
     library = Path(getattr(module, "__file__", "") or "")
     if isinstance(module, ModuleType) and library.is_file() and library.resolve().parent == directory.resolve():
-        write_text_atomic(directory / ARTIFACT_MANIFEST,
-                          json.dumps({"key": key, "file": library.name, "module": module.__name__}))
+        write_text_atomic(directory / ARTIFACT_MANIFEST, json.dumps({
+            "key": key, "file": library.name, "module": module.__name__,
+            "size": library.stat().st_size, "sha256": _digest(library)}))
 
 
 def _as_list(value) -> list[str]:

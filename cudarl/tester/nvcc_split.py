@@ -19,7 +19,10 @@ that of the first failing command in that order, so a failing build reports exac
 plain nvcc would have (a step after it in nvcc's order that already ran is not shown).
 
 Anything else (several architectures, relocatable device code, ``-E``, an unknown step in the
-plan, a command this module does not recognise) runs plain nvcc. Used as ``PYTORCH_NVCC`` by
+plan, a command this module does not recognise, any error of the driver itself) runs plain
+nvcc. Cost: both front ends hold the parsed headers at once, so a build's peak memory is about
+the sum of the two (the memory limit covers the whole group); the intermediate files go to a
+private temporary folder, not the build folder. Used as ``PYTORCH_NVCC`` by
 ``cudarl.tester.loading`` (``compile.split_nvcc``); it runs as a script, importing only the
 standard library, so that it adds milliseconds.
 
@@ -134,15 +137,22 @@ class _Runner:
         self.host_failed = threading.Event()
         self.lock = threading.Lock()
         self.device_process: subprocess.Popen | None = None
+        self.error: Exception | None = None
 
     def run(self, kinds: tuple[str, ...], device: bool = False) -> None:
+        try:
+            self._run(kinds, device)
+        except Exception as exc:  # noqa: BLE001 - recorded; the driver then runs plain nvcc
+            self.error = exc
+
+    def _run(self, kinds: tuple[str, ...], device: bool) -> None:
         for step in self.plan.steps:
             if step.kind not in kinds:
                 continue
             with self.lock:
                 if device and self.host_failed.is_set():
                     return
-                process = subprocess.Popen(["bash", "-c", step.command], cwd=self.cwd, env=self.environment,
+                process = subprocess.Popen(["/bin/sh", "-c", step.command], cwd=self.cwd, env=self.environment,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 if device:
                     self.device_process = process if step.kind != "device-preprocess" else None
@@ -171,10 +181,18 @@ def _write_depfile(depfile: str, target: str, source: str, preprocessed: list[st
         handle.write(f"{target} : " + " \\\n    ".join(escaped) + "\n")
 
 
+def _emit(stream, data: bytes) -> None:
+    """Write and flush at once, so that stdout and stderr interleave in nvcc's order."""
+    if data:
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
+
+
 def run_split(nvcc: str, arguments: list[str]) -> int | None:
     """Build with the two chains side by side; the exit status, or None to run plain nvcc."""
     cwd = os.getcwd()
-    keep = tempfile.mkdtemp(prefix=".nvcc-split-", dir=cwd)
+    keep = tempfile.mkdtemp(prefix="cudarl-nvcc-split-")  # outside the build folder, which is an artifact
     try:
         dry = subprocess.run([nvcc, "--dryrun", "-keep", "-keep-dir", keep, *arguments], capture_output=True, text=True)
         plan = parse_plan(dry.stderr) if dry.returncode == 0 else None
@@ -196,6 +214,8 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
             chain.start()
         for chain in chains:
             chain.join()
+        if runner.error is not None:
+            return None
         front_ok = all(s.returncode == 0 for s in plan.steps if s.kind != "host-compile")
         if front_ok:
             with open(module_id, "rb") as a, open(own_id, "rb") as b:
@@ -209,6 +229,8 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
                                 if s.kind.endswith("preprocess")]
                 _write_depfile(plan.depfile, target, source, preprocessed)
             runner.run(("host-compile",))
+            if runner.error is not None:
+                return None
         shown: list[Step] = []
         for step in plan.steps:
             if step.returncode is None:
@@ -216,11 +238,15 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
             shown.append(step)
             if step.returncode != 0:
                 break
-        sys.stdout.write(dry.stdout)
-        sys.stderr.write("".join(line + "\n" for line in dry.stderr.splitlines() if not line.startswith("#$ ")))
+        _emit(sys.stdout, dry.stdout.encode())
+        _emit(sys.stderr, "".join(line + "\n" for line in dry.stderr.splitlines() if not line.startswith("#$ ")).encode())
         for step in shown:
-            sys.stdout.buffer.write(step.stdout)
-            sys.stderr.buffer.write(step.stderr)
+            _emit(sys.stdout, step.stdout)
+            _emit(sys.stderr, step.stderr)
+            if step.returncode < 0:  # what nvcc says when a tool dies
+                tool = shlex.split(step.command)[0].rsplit("/", 1)[-1]
+                _emit(sys.stderr, f"nvcc error   : '{tool}' died due to signal {-step.returncode}\n".encode())
+                return 1
         return shown[-1].returncode
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -237,7 +263,10 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: nvcc_split.py --nvcc PATH <nvcc arguments>\n")
         return 2
     nvcc, arguments = argv[1], argv[2:]
-    status = run_split(nvcc, arguments) if splittable(arguments) else None
+    try:
+        status = run_split(nvcc, arguments) if splittable(arguments) else None
+    except Exception:  # noqa: BLE001 - nothing was printed yet; plain nvcc gives the real result
+        status = None
     sys.stdout.flush()
     sys.stderr.flush()
     if status is None:

@@ -194,16 +194,19 @@ class StartedChild:
     read_fd: int
     readers: list
     started: float
+    discarded: bool = False
 
 
 def start_child(module: str, limits: ChildLimits, cwd: Path | None = None, warm: bool = False) -> StartedChild:
-    """Start ``python -m module`` in a new session; it waits for its job on stdin. ``warm`` asks
-    the child to import its heavy modules first (the entry point's ``--warm``)."""
+    """Start ``python -P -m module`` in a new session; it waits for its job on stdin. ``warm``
+    asks the child to apply its limits and import its heavy modules first (``--warm``). ``-P``:
+    the working folder is not put on ``sys.path`` (a candidate could write modules there)."""
     read_fd, write_fd = os.pipe()
     pythonpath = os.pathsep.join(p for p in (_package_root(), env.get(env.PYTHONPATH)) if p)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", module, "--result-fd", str(write_fd), *(["--warm"] if warm else [])],
+            [sys.executable, "-P", "-m", module, "--result-fd", str(write_fd),
+             *(["--warm", json.dumps(child_limits(limits))] if warm else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd,), start_new_session=True, cwd=cwd,
             env=env.child_environment({env.PYTHONPATH: pythonpath}),
@@ -221,12 +224,21 @@ def start_child(module: str, limits: ChildLimits, cwd: Path | None = None, warm:
 
 
 def discard_child(child: StartedChild) -> None:
-    """Stop a started child that will get no job."""
+    """Stop a started child that will get no job (once; later calls do nothing)."""
+    if child.discarded:
+        return
+    child.discarded = True
     _kill_group(child.process)
     child.process.wait()
     os.close(child.read_fd)
     for thread in child.readers:
         thread.join(timeout=5)
+
+
+def child_limits(limits: ChildLimits) -> dict:
+    """The limits the child applies itself (sent in its job, or on argv to a warm child)."""
+    return {"file_size_limit_mb": limits.file_size_limit_mb, "isolate_network": limits.isolate_network,
+            "isolate_pids": limits.isolate_pids}
 
 
 def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
@@ -235,11 +247,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
     With ``key``, the child gets it on stdin and only messages signed with it are believed.
     ``started``: a child already running (``start_child``), which moves to ``cwd`` itself; its
     time limit counts from now."""
-    job = {**job, "limits": {
-        "file_size_limit_mb": limits.file_size_limit_mb,
-        "isolate_network": limits.isolate_network,
-        "isolate_pids": limits.isolate_pids,
-    }}
+    job = {**job, "limits": child_limits(limits)}
     if key is not None:
         job["key"] = key.hex()
     if started is not None and started.process.poll() is None:
@@ -331,8 +339,9 @@ class WarmChildren:
 
     def take(self) -> StartedChild | None:
         with self._lock:
-            ready = [c for c in self._ready if c.process.poll() is None]
-            for dead in (c for c in self._ready if c.process.poll() is not None):
+            alive = {id(c): c.process.poll() is None for c in self._ready}  # one poll per child
+            ready = [c for c in self._ready if alive[id(c)]]
+            for dead in (c for c in self._ready if not alive[id(c)]):
                 discard_child(dead)
             child = ready.pop(0) if ready else None
             self._ready = ready

@@ -59,3 +59,23 @@ def test_a_dead_warm_child_is_replaced_by_a_cold_one(tmp_path):
         pool.close()
     for item in waiting:
         assert item.process.poll() is not None, "close() left a warm child running"
+
+
+def test_a_warm_child_is_isolated_like_a_cold_one_and_ignores_planted_modules(tmp_path):
+    """Limits are applied before torch's import (unsharing the network needs one thread), and
+    the child's folder is not on sys.path (a candidate could have written modules there)."""
+    isolated = ChildLimits(timeout_s=60.0, memory_limit_mb=8192, isolate_network=True, isolate_pids=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "argparse.py").write_text("raise SystemExit('planted module imported')\n")
+    cold = run_child("cudarl.tester.child", {"kind": "unknown"}, isolated, cwd=scratch)
+    pool = WarmChildren("cudarl.tester.child", isolated, scratch)
+    try:
+        pool.prime()
+        warm = run_child("cudarl.tester.child", {"kind": "unknown"}, isolated, cwd=scratch, started=pool.take())
+    finally:
+        pool.close()
+    for outcome in (cold, warm):
+        assert outcome.last("result")["outcome"] == "harness_error", outcome.stderr
+    assert warm.last("hello")["network_isolated"] == cold.last("hello")["network_isolated"]
+    assert warm.last("hello")["network"] == cold.last("hello")["network"]
