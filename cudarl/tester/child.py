@@ -107,10 +107,11 @@ def main() -> None:
     arguments = parser.parse_args()
     results = ResultWriter(arguments.result_fd)
     applied = None
-    if arguments.warm:
+    warm_limits = json.loads(arguments.warm) if arguments.warm else None
+    if warm_limits is not None:
         # Limits first: unsharing the network namespace needs a single-threaded process, and
         # importing torch starts threads.
-        applied = _apply_limits(json.loads(arguments.warm))
+        applied = _apply_limits(warm_limits)
         from cudarl import _compat
 
         _compat.import_cpp_extension()  # torch and its extension builder: the slow imports
@@ -123,7 +124,7 @@ def main() -> None:
         os.chdir(job["cwd"])
     if applied is None:
         applied = _apply_limits(job["limits"])
-    elif job["limits"] != json.loads(arguments.warm):
+    elif job["limits"] != warm_limits:
         results.finish("harness_error", "guard", ["a warm child got a job with other limits than it applied"])
     results.send("hello", pid=os.getpid(), **applied)
     if job["kind"] == "compile":

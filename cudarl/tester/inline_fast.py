@@ -73,6 +73,12 @@ def _torch_include_dirs() -> list[Path]:
     return [Path(p) for p in _compat.import_cpp_extension().include_paths()]
 
 
+def find_torch_header(relative: str, include_dirs: list[Path] | None = None) -> Path | None:
+    """Where ``relative`` (e.g. ``torch/types.h``) is on torch's include path, or None."""
+    dirs = _torch_include_dirs() if include_dirs is None else include_dirs
+    return next((d / relative for d in dirs if (d / relative).is_file()), None)
+
+
 def light_header(cuda_sources: list[str], include_dirs: list[Path] | None = None) -> str | None:
     """The part of ``torch/extension.h`` these CUDA sources use, as a header's text; None when
     the sources need more (or torch's layout is not the expected one).
@@ -89,7 +95,7 @@ def light_header(cuda_sources: list[str], include_dirs: list[Path] | None = None
     dirs = _torch_include_dirs() if include_dirs is None else include_dirs
 
     def find(relative: str) -> Path | None:
-        return next((d / relative for d in dirs if (d / relative).is_file()), None)
+        return find_torch_header(relative, dirs)
 
     types_header = find("torch/types.h")
     block = _TORCH_NAMESPACE.search(types_header.read_text()) if types_header else None
@@ -158,10 +164,7 @@ def build_pch(pch_dir: Path, build_directory: Path, timeout_s: float = 300.0) ->
     compiler, flags = found
     if "clang" in compiler:
         return "skipped: the host compiler is clang"
-    import torch.utils.cpp_extension as cpp
-
-    header = next((Path(p) / "torch" / "extension.h" for p in cpp.include_paths()
-                   if (Path(p) / "torch" / "extension.h").exists()), None)
+    header = find_torch_header("torch/extension.h")
     if header is None:
         return "skipped: torch/extension.h not found"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -151,7 +151,7 @@ def load_artifact(directory: Path, key: str) -> ModuleType | None:
         manifest = json.loads((directory / ARTIFACT_MANIFEST).read_text())
         library = directory / str(manifest["file"])
         if (manifest["key"] != key or not library.is_file() or library.resolve().parent != directory.resolve()
-                or library.stat().st_size != manifest["size"] or _digest(library) != manifest["sha256"]):
+                or library.stat().st_size != manifest["size"]):
             return None
         spec = importlib.util.spec_from_file_location(str(manifest["module"]), library)
         if spec is None or spec.loader is None:
@@ -163,18 +163,14 @@ def load_artifact(directory: Path, key: str) -> ModuleType | None:
         return None
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def record_artifact(directory: Path, key: str, module) -> None:
     """After a successful build: which library in ``directory`` is the extension for ``key``
-    (with its size and hash, so a library replaced later does not pass for it)."""
+    (with its size, so a truncated copy does not pass for it). Every build removes the manifest
+    first, so a library rebuilt for another key never sits under an old manifest."""
     library = Path(getattr(module, "__file__", "") or "")
     if isinstance(module, ModuleType) and library.is_file() and library.resolve().parent == directory.resolve():
         write_text_atomic(directory / ARTIFACT_MANIFEST, json.dumps({
-            "key": key, "file": library.name, "module": module.__name__,
-            "size": library.stat().st_size, "sha256": _digest(library)}))
+            "key": key, "file": library.name, "module": module.__name__, "size": library.stat().st_size}))
 
 
 def _as_list(value) -> list[str]:

@@ -83,8 +83,16 @@ def splittable(arguments: list[str]) -> bool:
     return sum("-gencode" in a or a.startswith(("-arch", "--gpu-architecture")) for a in arguments) <= 1
 
 
+def _tool(command: str) -> str:
+    return shlex.split(command)[0].rsplit("/", 1)[-1] if command.strip() else ""
+
+
+def _output_file(command: str) -> str:
+    return shlex.split(_OUTPUT.search(command).group(1))[0]
+
+
 def _classify(command: str) -> str | None:
-    tool = shlex.split(command)[0].rsplit("/", 1)[-1] if command.strip() else ""
+    tool = _tool(command)
     if tool in {"gcc", "g++", "c++", "cc", "clang", "clang++"} or tool.endswith(("-gcc", "-g++")):
         if " -E " in command:
             return "device-preprocess" if "-D__CUDA_ARCH__=" in command else "host-preprocess"
@@ -189,6 +197,27 @@ def _emit(stream, data: bytes) -> None:
         stream.buffer.flush()
 
 
+def _show(plan: Plan, dry: subprocess.CompletedProcess) -> int | None:
+    """Print what nvcc would have printed, in its order, up to the first failing step; that
+    step's status (None when a step that should have run did not: plain nvcc decides)."""
+    shown: list[Step] = []
+    for step in plan.steps:
+        if step.returncode is None:
+            return None
+        shown.append(step)
+        if step.returncode != 0:
+            break
+    _emit(sys.stdout, dry.stdout.encode())
+    _emit(sys.stderr, "".join(line + "\n" for line in dry.stderr.splitlines() if not line.startswith("#$ ")).encode())
+    for step in shown:
+        _emit(sys.stdout, step.stdout)
+        _emit(sys.stderr, step.stderr)
+        if step.returncode < 0:  # what nvcc says when a tool dies
+            _emit(sys.stderr, f"nvcc error   : '{_tool(step.command)}' died due to signal {-step.returncode}\n".encode())
+            return 1
+    return shown[-1].returncode
+
+
 def run_split(nvcc: str, arguments: list[str]) -> int | None:
     """Build with the two chains side by side; the exit status, or None to run plain nvcc."""
     cwd = os.getcwd()
@@ -222,32 +251,14 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
                 if a.read() != b.read():
                     return None  # never seen; plain nvcc keeps the build correct
             if plan.depfile:
-                target = arguments[arguments.index("-o") + 1] if "-o" in arguments else \
-                    shlex.split(_OUTPUT.search(plan.steps[-1].command).group(1))[0]
+                target = arguments[arguments.index("-o") + 1] if "-o" in arguments else _output_file(plan.steps[-1].command)
                 source = next(a for a in arguments if a.endswith(".cu"))
-                preprocessed = [shlex.split(_OUTPUT.search(s.command).group(1))[0] for s in plan.steps
-                                if s.kind.endswith("preprocess")]
+                preprocessed = [_output_file(s.command) for s in plan.steps if s.kind.endswith("preprocess")]
                 _write_depfile(plan.depfile, target, source, preprocessed)
             runner.run(("host-compile",))
             if runner.error is not None:
                 return None
-        shown: list[Step] = []
-        for step in plan.steps:
-            if step.returncode is None:
-                return None  # a step that should have run did not: let plain nvcc decide
-            shown.append(step)
-            if step.returncode != 0:
-                break
-        _emit(sys.stdout, dry.stdout.encode())
-        _emit(sys.stderr, "".join(line + "\n" for line in dry.stderr.splitlines() if not line.startswith("#$ ")).encode())
-        for step in shown:
-            _emit(sys.stdout, step.stdout)
-            _emit(sys.stderr, step.stderr)
-            if step.returncode < 0:  # what nvcc says when a tool dies
-                tool = shlex.split(step.command)[0].rsplit("/", 1)[-1]
-                _emit(sys.stderr, f"nvcc error   : '{tool}' died due to signal {-step.returncode}\n".encode())
-                return 1
-        return shown[-1].returncode
+        return _show(plan, dry)
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
