@@ -214,9 +214,55 @@ class CurriculumConfig(_Section):
     """Seed of the sampler (its state is saved by ``state_dict``)."""
 
 
+class PoolConfig(_Section):
+    name: str = "cudarl-tester"
+    """Name of the ``TesterPool`` actor; clients find a running pool by it."""
+    namespace: str = "cudarl"
+    """Ray namespace the pool's actor is registered in."""
+    detached: bool = False
+    """Keep the pool alive after the process that started it exits (``cudarl tester serve --detach``)."""
+    min_compile_workers: int = Field(default=1, ge=0)
+    """Compile workers kept even when idle."""
+    max_compile_workers: int = Field(default=0, ge=0)
+    """Upper bound on compile workers; 0: one per CPU of the cluster left after the bench workers."""
+    compile_worker_cpus: float = Field(default=1.0, gt=0)
+    """CPUs reserved per compile worker (a build runs two front ends at once, so 1 slightly
+    oversubscribes, which keeps the cores busy while a build waits on its linker)."""
+    min_bench_workers: int = Field(default=1, ge=0)
+    """Bench workers kept even when idle."""
+    max_bench_workers: int = Field(default=0, ge=0)
+    """Upper bound on bench workers; 0: one per ``gpus_per_bench_worker`` of the cluster's GPUs,
+    so GPU nodes that join add bench workers (``bench_workers_without_gpu`` when it has none)."""
+    gpus_per_bench_worker: float = Field(default=1.0, gt=0, le=1)
+    """GPU share of a bench worker (1: pinned to a whole GPU; 0.5: two per GPU, timings then
+    share the GPU and are noisier)."""
+    bench_workers_without_gpu: int = Field(default=1, ge=0)
+    """Bench workers on a cluster without GPUs: they run the load stage only and say so."""
+    scale_up_queue_depth: int = Field(default=2, ge=1)
+    """Add a worker of a kind when its queue holds more than this many items per worker."""
+    idle_s: float = Field(default=60.0, gt=0)
+    """Remove a worker (down to the minimum) after it has been idle this long."""
+    scale_interval_s: float = Field(default=1.0, gt=0)
+    """How often the pool reconsiders its size and checks the cluster for new GPUs."""
+    max_queued: int = Field(default=4096, ge=1)
+    """Items accepted and not yet judged; further submissions wait for room (backpressure)."""
+    deadline_grace_s: float = Field(default=120.0, gt=0)
+    """Added to the compile and sandbox time limits to give each stage's hard deadline on the
+    pool side: a worker that has not answered by then is killed and the item gets ``timeout``."""
+    item_deadline_s: float = Field(default=3600.0, gt=0)
+    """Hard limit from submission to verdict, queueing included; the caller gets ``timeout``."""
+    retries: int = Field(default=1, ge=0)
+    """Times an item is re-run after its worker died under it (killed, node lost)."""
+    verdict_cache_size: int = Field(default=20000, ge=0)
+    """Verdicts kept for identical (task, source) pairs; 0 disables sharing judged verdicts
+    (identical items in flight still share one)."""
+
+
 class CudarlConfig(_Section):
     tester: TesterConfig = Field(default_factory=TesterConfig)
     """How candidates are judged."""
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    """The tester as Ray actors: compile and bench workers, scaling, deadlines."""
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     """Which tasks training sees, and when it moves on."""
 

@@ -152,6 +152,9 @@ class Verdict(BaseModel):
     sandbox: SandboxReport | None = None
     hardening: HardeningReport | None = None
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+    shared: bool = False
+    """Judged once for an identical candidate (same task, same source) submitted earlier or at
+    the same time to the tester pool; everything but the ids is that judgement's."""
 
     @property
     def correct(self) -> bool:

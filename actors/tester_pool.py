@@ -1,0 +1,443 @@
+"""TesterPool: the tester as a service on a Ray cluster, fronting compile and bench workers.
+
+``submit(task, candidate)`` called as ``pool.submit.remote(...)`` hands the caller an object ref
+at once; the verdict fills it when judged (an async actor: thousands of submissions wait here,
+not in the caller). Each item goes compile queue -> a ``CompileWorker`` -> bench queue -> a
+``BenchWorker``; the build travels between them as an artifact ref owned by this actor.
+
+Covered: identical (task, source) pairs share one judgement, in flight or already judged; a
+worker that dies under an item (killed, node lost) is replaced and the item re-run up to
+``pool.retries`` times, then answered ``harness_error``; a worker silent past its stage deadline
+is killed and replaced and the item answered ``timeout``, as is any item past
+``pool.item_deadline_s``; a bench worker whose GPU fails a health check after a crashing
+candidate is replaced; every submission gets exactly one verdict; at ``pool.max_queued`` items
+new submissions wait for room. Workers scale with queue depth and idleness between configured
+bounds, bench workers up to one per GPU of the cluster (GPU nodes that join add them).
+Not covered: a pool whose bench workers sit on GPUs of different architectures builds for the
+first one's; the pool actor itself is a single point of failure (restart it and resubmit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+
+import ray
+from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError, RayTaskError
+
+from actors.bench_worker import BenchWorkerActor
+from actors.compile_worker import CompileWorkerActor
+from cudarl.config import CudarlConfig
+from cudarl.tasks.task import Task
+from cudarl.tester.candidate import Candidate
+from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, scale_target
+from cudarl.tester.stages import ArtifactError, Compiled, judgement_key
+from cudarl.tester.verdict import Outcome, Stage, Verdict
+
+COMPILE, BENCH = "compile", "bench"
+_UNCACHED = (Outcome.HARNESS_ERROR, Outcome.COMPILE_TIMEOUT)  # may be the machine, not the candidate
+
+
+@dataclass(eq=False)
+class _Item:
+    key: str
+    task: Task
+    candidate: Candidate
+    future: asyncio.Future
+    submitted: float
+    compiled: Compiled | None = None
+    artifact: object = None  # ObjectRef of the build, owned here
+    reruns: int = 0
+    expiry: asyncio.TimerHandle | None = None
+
+
+@dataclass(eq=False)
+class _Worker:
+    kind: str
+    number: int
+    handle: object
+    gpus: float = 0.0
+    info: dict | None = None
+    item: _Item | None = None
+    idle_since: float = field(default_factory=time.monotonic)
+    retiring: bool = False
+    loop: asyncio.Task | None = None
+
+
+class TesterPool:
+    """See the module docstring. ``config`` is a ``CudarlConfig`` dump (its ``tester`` and ``pool``)."""
+
+    def __init__(self, config: dict | None = None) -> None:
+        self.config = CudarlConfig.model_validate(config or {})
+        self.settings = self.config.pool
+        self.queues: dict[str, asyncio.Queue] = {COMPILE: asyncio.Queue(), BENCH: asyncio.Queue()}
+        self.workers: dict[str, list[_Worker]] = {COMPILE: [], BENCH: []}
+        self.inflight: dict[str, _Item] = {}
+        self.judged: OrderedDict[str, Verdict] = OrderedDict()
+        self.room = asyncio.Semaphore(self.settings.max_queued)
+        self.manual: dict[str, Bounds | None] = {COMPILE: None, BENCH: None}
+        self.bounds: dict[str, Bounds] = {COMPILE: Bounds(0, 0), BENCH: Bounds(0, 0)}
+        self.counts: Counter = Counter()
+        self.outcomes: Counter = Counter()
+        self.restarts: Counter = Counter()
+        self.stage_times: dict[str, deque] = {COMPILE: deque(maxlen=2000), BENCH: deque(maxlen=2000)}
+        self.compile_profile: dict | None = None  # mode and arch fixed from the bench workers
+        self.cluster = {"CPU": 0.0, "GPU": 0.0}
+        self.waiting = 0
+        self.started_at = time.monotonic()
+        self.numbers = iter(range(1, 1 << 62))
+        self.last_error = ""
+        self.metrics = None
+        self.scaler: asyncio.Task | None = None
+
+    # ----- the API -----------------------------------------------------------------------
+
+    async def submit(self, task: Task, candidate: Candidate) -> Verdict:
+        """The verdict for one candidate (call with ``.remote``: the caller gets a ref at once)."""
+        self._ensure_started()
+        self.counts["submitted"] += 1
+        started = time.monotonic()
+        key = judgement_key(task, candidate)
+        item, shared = self._existing(key)
+        if item is None and key not in self.judged:
+            self.waiting += 1
+            try:
+                await self.room.acquire()  # backpressure: at most max_queued items being judged
+            finally:
+                self.waiting -= 1
+            item, shared = self._existing(key)
+            if item is None and key not in self.judged:
+                item, shared = self._new_item(key, task, candidate), False
+            else:
+                self.room.release()
+        if item is None:
+            self.judged.move_to_end(key)
+            verdict, shared = self.judged[key], True
+        else:
+            verdict = await asyncio.shield(item.future)
+        self._cache_lookup("verdict", shared)
+        return self._deliver(verdict, task, candidate, shared, started)
+
+    async def submit_many(self, pairs: list[tuple[Task, Candidate]]) -> list[Verdict]:
+        """All verdicts in one ref, in order (``cudarl.pool.PoolClient.submit_many`` gives one ref each)."""
+        return list(await asyncio.gather(*(self.submit(task, candidate) for task, candidate in pairs)))
+
+    async def stats(self) -> dict:
+        """Counts since the pool started, queue depths and workers (what ``cudarl tester stats`` prints)."""
+        self._ensure_started()
+        workers = {}
+        for kind, members in self.workers.items():
+            workers[kind] = {"ready": sum(1 for w in members if w.info is not None),
+                             "starting": sum(1 for w in members if w.info is None),
+                             "busy": sum(1 for w in members if w.item is not None),
+                             "bounds": [self.bounds[kind].low, self.bounds[kind].high],
+                             "manual": self.manual[kind] is not None,
+                             "gpus": sum(w.gpus for w in members),
+                             "restarts": sum(n for (k, _), n in self.restarts.items() if k == kind)}
+        return {"name": self.settings.name, "uptime_s": round(time.monotonic() - self.started_at, 1),
+                "cluster": dict(self.cluster), "compile_profile": self.compile_profile, "workers": workers,
+                "queued": {kind: queue.qsize() for kind, queue in self.queues.items()},
+                "in_flight": len(self.inflight), "waiting_for_room": self.waiting,
+                "counts": dict(self.counts), "verdicts": dict(self.outcomes),
+                "restarts": {f"{kind}/{reason}": n for (kind, reason), n in self.restarts.items()},
+                "stage_seconds": {kind: _summary(times) for kind, times in self.stage_times.items()},
+                "last_error": self.last_error}
+
+    async def scale(self, compile: int | str | None = None, bench: int | str | None = None) -> dict:
+        """Pin a kind to exactly N workers, or give it back to autoscaling with ``"auto"``."""
+        self._ensure_started()
+        for kind, value in ((COMPILE, compile), (BENCH, bench)):
+            if value == "auto":
+                self.manual[kind] = None
+            elif value is not None:
+                count = int(value)
+                if count < 0:
+                    raise ValueError(f"{kind} workers must be >= 0, got {count}")
+                self.manual[kind] = Bounds(count, count)
+        self._rescale()
+        return await self.stats()
+
+    async def worker_handles(self, kind: str, busy_only: bool = False) -> list:
+        """Actor handles of one kind's ready workers (operators and fault tests kill them)."""
+        return [w.handle for w in self.workers[kind] if w.info is not None and (w.item is not None or not busy_only)]
+
+    async def ping(self) -> str:
+        self._ensure_started()
+        return self.settings.name
+
+    async def shutdown(self) -> None:
+        """Kill every worker (the pool actor itself is killed by the caller)."""
+        if self.scaler:
+            self.scaler.cancel()
+        for members in self.workers.values():
+            for worker in list(members):
+                self._drop(worker)
+
+    # ----- items -------------------------------------------------------------------------
+
+    def _existing(self, key: str) -> tuple[_Item | None, bool]:
+        item = self.inflight.get(key)
+        return item, item is not None
+
+    def _new_item(self, key: str, task: Task, candidate: Candidate) -> _Item:
+        loop = asyncio.get_running_loop()
+        item = _Item(key, task, candidate, loop.create_future(), time.monotonic())
+        item.expiry = loop.call_later(self.settings.item_deadline_s, self._expire, item)
+        self.inflight[key] = item
+        self.queues[COMPILE].put_nowait(item)
+        return item
+
+    def _expire(self, item: _Item) -> None:
+        self._finish(item, _verdict(item, Outcome.TIMEOUT, Stage.GUARD,
+                                    f"no verdict within pool.item_deadline_s = {self.settings.item_deadline_s:.0f} s "
+                                    "of submission (queueing included)"), cacheable=False)
+
+    def _finish(self, item: _Item, verdict: Verdict, cacheable: bool = True) -> None:
+        """Resolve an item exactly once; later results for it are dropped."""
+        if item.future.done():
+            return
+        item.future.set_result(verdict)
+        item.artifact = None
+        if item.expiry:
+            item.expiry.cancel()
+        if self.inflight.get(item.key) is item:
+            del self.inflight[item.key]
+        self.room.release()
+        if cacheable and verdict.outcome not in _UNCACHED and self.settings.verdict_cache_size:
+            self.judged[item.key] = verdict
+            while len(self.judged) > self.settings.verdict_cache_size:
+                self.judged.popitem(last=False)
+        if self.metrics:
+            self.metrics.stage_seconds.observe(time.monotonic() - item.submitted, tags={"stage": "item"})
+
+    def _rerun_or_fail(self, item: _Item, why: str) -> None:
+        item.reruns += 1
+        item.compiled, item.artifact = None, None
+        if item.reruns > self.settings.retries:
+            self._finish(item, _verdict(item, Outcome.HARNESS_ERROR, Stage.COMPILE,
+                                        f"{why}; gave up after {item.reruns} runs"), cacheable=False)
+        elif not item.future.done():
+            self.counts["reruns"] += 1
+            self.queues[COMPILE].put_nowait(item)
+
+    def _deliver(self, verdict: Verdict, task: Task, candidate: Candidate, shared: bool, started: float) -> Verdict:
+        mine = verdict.model_copy(deep=True, update={"task_id": task.id, "candidate_id": candidate.id, "shared": shared})
+        mine.stage_seconds["pool"] = time.monotonic() - started
+        self.outcomes[mine.outcome.value] += 1
+        if self.metrics:
+            self.metrics.verdicts.inc(tags={"outcome": mine.outcome.value})
+        return mine
+
+    def _cache_lookup(self, cache: str, hit: bool) -> None:
+        self.counts[f"{cache}_cache_{'hits' if hit else 'misses'}"] += 1
+        if self.metrics:
+            self.metrics.cache.inc(tags={"cache": cache, "result": "hit" if hit else "miss"})
+            hits, misses = self.counts[f"{cache}_cache_hits"], self.counts[f"{cache}_cache_misses"]
+            self.metrics.cache_hit_ratio.set(hits / (hits + misses), tags={"cache": cache})
+
+    # ----- workers -----------------------------------------------------------------------
+
+    async def _work(self, worker: _Worker) -> None:
+        """One worker's life: wait until it is up, then take items from its queue until it dies
+        or retires."""
+        try:
+            worker.info = await worker.handle.ready.remote()
+        except Exception as exc:  # noqa: BLE001 - the actor failed to start
+            self.last_error = f"{worker.kind} worker failed to start: {exc}"[:2000]
+            self._drop(worker)
+            return
+        if worker.kind == BENCH:
+            self._note_bench(worker.info)
+        worker.idle_since = time.monotonic()
+        while not worker.retiring:
+            item = await self.queues[worker.kind].get()
+            if item.future.done():
+                continue
+            worker.item = item
+            try:
+                alive = await (self._compile(worker, item) if worker.kind == COMPILE else self._bench(worker, item))
+            finally:
+                worker.item, worker.idle_since = None, time.monotonic()
+            if not alive:
+                return
+        self._drop(worker)
+
+    async def _compile(self, worker: _Worker, item: _Item) -> bool:
+        started = time.monotonic()
+        record, artifact = worker.handle.compile.options(num_returns=2).remote(item.task, item.candidate)
+        deadline = self.config.tester.compile.timeout_s + self.settings.deadline_grace_s
+        compiled = await self._await(worker, item, record, deadline, Stage.COMPILE)
+        if compiled is None:
+            return not worker.retiring
+        self._observe(COMPILE, time.monotonic() - started)
+        if compiled.verdict.compile is not None:
+            self._cache_lookup("compile", compiled.verdict.compile.cached)
+        if not compiled.ready:
+            self._finish(item, compiled.verdict)
+        else:
+            item.compiled, item.artifact = compiled, artifact
+            self.queues[BENCH].put_nowait(item)
+        return True
+
+    async def _bench(self, worker: _Worker, item: _Item) -> bool:
+        started = time.monotonic()
+        ref = worker.handle.judge.remote(item.task, item.candidate, item.compiled, [item.artifact])
+        deadline = self.config.tester.sandbox.timeout_s + self.settings.deadline_grace_s
+        verdict = await self._await(worker, item, ref, deadline, Stage.LOAD)
+        if verdict is None:
+            return not worker.retiring
+        self._observe(BENCH, time.monotonic() - started)
+        self._finish(item, verdict)
+        if verdict.outcome in (Outcome.CUDA_ERROR, Outcome.CRASHED, Outcome.TIMEOUT):
+            try:
+                healthy, why = await asyncio.wait_for(worker.handle.health.remote(), self.settings.deadline_grace_s)
+            except (asyncio.TimeoutError, RayActorError) as exc:
+                healthy, why = False, f"health check failed: {exc!r}"[:300]
+            if not healthy:
+                self.last_error = f"bench worker {worker.number} unhealthy after {item.candidate.id}: {why}"
+                self._replace(worker, "unhealthy")
+                return False
+        return True
+
+    async def _await(self, worker: _Worker, item: _Item, ref, deadline: float, stage: Stage):
+        """A worker's answer, or None after handling its death, deadline or error."""
+        try:
+            return await asyncio.wait_for(ref, deadline)
+        except asyncio.TimeoutError:
+            self._replace(worker, "deadline")
+            self._finish(item, _verdict(item, Outcome.TIMEOUT, stage,
+                                        f"the {worker.kind} worker gave no answer within {deadline:.0f} s; "
+                                        "it was killed and replaced"), cacheable=False)
+        except RayTaskError as exc:
+            lost = isinstance(exc.cause, (ObjectLostError, OwnerDiedError, ArtifactError))
+            if lost:
+                self._rerun_or_fail(item, f"the build could not reach the bench worker ({type(exc.cause).__name__})")
+            else:
+                self.last_error = str(exc)[-2000:]
+                self._finish(item, _verdict(item, Outcome.HARNESS_ERROR, stage,
+                                            f"the {worker.kind} worker failed: {str(exc)[-1500:]}"), cacheable=False)
+        except RayActorError as exc:
+            self._replace(worker, "died")
+            self._rerun_or_fail(item, f"its {worker.kind} worker died ({type(exc).__name__})")
+        worker.retiring = worker.retiring or worker not in self.workers[worker.kind]
+        return None
+
+    def _spawn(self, kind: str) -> _Worker:
+        number = next(self.numbers)
+        if kind == COMPILE:
+            tester = self.config.tester.model_copy(deep=True)
+            if self.compile_profile:
+                tester.compile.mode = self.compile_profile["mode"]
+                tester.compile.arch = self.compile_profile["arch"]
+            handle = CompileWorkerActor.options(num_cpus=self.settings.compile_worker_cpus,
+                                                name=None).remote(tester.model_dump(mode="json"))
+            worker = _Worker(kind, number, handle)
+        else:
+            gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0
+            handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus).remote(
+                self.config.tester.model_dump(mode="json"))
+            worker = _Worker(kind, number, handle, gpus=gpus)
+        self.workers[kind].append(worker)
+        worker.loop = asyncio.get_running_loop().create_task(self._work(worker))
+        return worker
+
+    def _drop(self, worker: _Worker) -> None:
+        if worker in self.workers[worker.kind]:
+            self.workers[worker.kind].remove(worker)
+        worker.retiring = True
+        if worker.loop and worker.item is None and worker.loop is not asyncio.current_task():
+            worker.loop.cancel()  # idle: blocked in queue.get(), which loses nothing when cancelled
+        try:
+            ray.kill(worker.handle, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def _replace(self, worker: _Worker, reason: str) -> None:
+        self.restarts[(worker.kind, reason)] += 1
+        if self.metrics:
+            self.metrics.restarts.inc(tags={"kind": worker.kind, "reason": reason})
+        self._drop(worker)
+        self._spawn(worker.kind)
+
+    def _note_bench(self, info: dict) -> None:
+        """Compile workers build for the bench workers' GPU; a new profile retires the old builders."""
+        profile = {"mode": info["mode"], "arch": info["arch"]}
+        if info["has_gpu"] and profile != self.compile_profile:
+            self.compile_profile = profile
+            for worker in list(self.workers[COMPILE]):
+                worker.retiring = True
+                if worker.item is None:
+                    self._drop(worker)
+            self._rescale()
+
+    # ----- scaling -----------------------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self.scaler is None:
+            from cudarl.metrics import TesterMetrics
+
+            self.metrics = TesterMetrics(self.settings.name)
+            self.scaler = asyncio.get_running_loop().create_task(self._scale_forever())
+
+    async def _scale_forever(self) -> None:
+        while True:
+            try:
+                self._rescale()
+            except Exception as exc:  # noqa: BLE001 - keep scaling; say why in stats
+                self.last_error = f"scaling: {exc!r}"[:2000]
+            await asyncio.sleep(self.settings.scale_interval_s)
+
+    def _rescale(self) -> None:
+        resources = ray.cluster_resources()
+        self.cluster = {"CPU": float(resources.get("CPU", 0)), "GPU": float(resources.get("GPU", 0))}
+        s = self.settings
+        bench = self.manual[BENCH] or bench_bounds(s.min_bench_workers, s.max_bench_workers, self.cluster["GPU"],
+                                                   s.gpus_per_bench_worker, s.bench_workers_without_gpu)
+        self.bounds[BENCH] = bench
+        if self.cluster["GPU"] > 0:  # GPU-less bench workers give way to GPU ones once idle
+            for worker in list(self.workers[BENCH]):
+                if worker.gpus == 0 and worker.item is None:
+                    self._drop(worker)
+        self.bounds[COMPILE] = self.manual[COMPILE] or compile_bounds(
+            s.min_compile_workers, s.max_compile_workers, self.cluster["CPU"], bench.high, s.compile_worker_cpus)
+        waiting_for_profile = self.cluster["GPU"] > 0 and self.compile_profile is None
+        for kind in (BENCH, COMPILE):
+            members = [w for w in self.workers[kind] if not w.retiring]
+            now = time.monotonic()
+            load = KindLoad(len(members), sum(1 for w in members if w.item is not None), self.queues[kind].qsize(),
+                            tuple(now - w.idle_since for w in members if w.item is None and w.info is not None))
+            target = scale_target(load, self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
+            if kind == COMPILE and waiting_for_profile:
+                target = 0 if not members else len(members)  # first learn what to build for
+            for _ in range(target - len(members)):
+                self._spawn(kind)
+            idle = sorted((w for w in members if w.item is None), key=lambda w: w.idle_since)
+            for worker in idle[:max(0, len(members) - target)]:
+                self._drop(worker)
+            if self.metrics:
+                self.metrics.queue_depth.set(self.queues[kind].qsize(), tags={"stage": kind})
+                self.metrics.workers.set(len(self.workers[kind]), tags={"kind": kind})
+
+    def _observe(self, stage: str, seconds: float) -> None:
+        self.stage_times[stage].append(seconds)
+        if self.metrics:
+            self.metrics.stage_seconds.observe(seconds, tags={"stage": stage})
+
+
+def _verdict(item: _Item, outcome: Outcome, stage: Stage, reason: str) -> Verdict:
+    return Verdict(task_id=item.task.id, candidate_id=item.candidate.id, candidate_hash=item.candidate.source_hash,
+                   stage=stage, outcome=outcome, reasons=[reason])
+
+
+def _summary(times: deque) -> dict:
+    if not times:
+        return {"count": 0}
+    ordered = sorted(times)
+    return {"count": len(ordered), "p50": round(ordered[len(ordered) // 2], 3),
+            "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
+            "mean": round(sum(ordered) / len(ordered), 3)}
+
+
+TesterPoolActor = ray.remote(num_cpus=0, max_concurrency=100000, max_restarts=0)(TesterPool)
