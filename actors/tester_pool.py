@@ -59,11 +59,16 @@ class _Worker:
     number: int
     handle: object
     gpus: float = 0.0
+    slots: int = 1  # items it runs at once (bench workers: pool.bench_slots)
     info: dict | None = None
-    item: _Item | None = None
+    items: set = field(default_factory=set)
     idle_since: float = field(default_factory=time.monotonic)
     retiring: bool = False
-    loop: asyncio.Task | None = None
+    loops: list = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.items)
 
 
 class TesterPool:
@@ -131,7 +136,7 @@ class TesterPool:
         for kind, members in self.workers.items():
             workers[kind] = {"ready": sum(1 for w in members if w.info is not None),
                              "starting": sum(1 for w in members if w.info is None),
-                             "busy": sum(1 for w in members if w.item is not None),
+                             "busy": sum(1 for w in members if w.busy),
                              "bounds": [self.bounds[kind].low, self.bounds[kind].high],
                              "manual": self.manual[kind] is not None,
                              "gpus": sum(w.gpus for w in members),
@@ -161,7 +166,7 @@ class TesterPool:
 
     async def worker_handles(self, kind: str, busy_only: bool = False) -> list:
         """Actor handles of one kind's ready workers (operators and fault tests kill them)."""
-        return [w.handle for w in self.workers[kind] if w.info is not None and (w.item is not None or not busy_only)]
+        return [w.handle for w in self.workers[kind] if w.info is not None and (w.busy or not busy_only)]
 
     async def ping(self) -> str:
         self._ensure_started()
@@ -240,8 +245,7 @@ class TesterPool:
     # ----- workers -----------------------------------------------------------------------
 
     async def _work(self, worker: _Worker) -> None:
-        """One worker's life: wait until it is up, then take items from its queue until it dies
-        or retires."""
+        """One worker's life: wait until it is up, then serve its queue from each of its slots."""
         try:
             worker.info = await worker.handle.ready.remote()
         except Exception as exc:  # noqa: BLE001 - the actor failed to start
@@ -251,18 +255,27 @@ class TesterPool:
         if worker.kind == BENCH:
             self._note_bench(worker.info)
         worker.idle_since = time.monotonic()
+        loop = asyncio.get_running_loop()
+        worker.loops += [loop.create_task(self._serve(worker)) for _ in range(worker.slots - 1)]
+        await self._serve(worker)
+
+    async def _serve(self, worker: _Worker) -> None:
+        """One slot: take items until the worker dies or retires."""
         while not worker.retiring:
             item = await self.queues[worker.kind].get()
             if item.future.done():
                 continue
-            worker.item = item
+            worker.items.add(item)
             try:
                 alive = await (self._compile(worker, item) if worker.kind == COMPILE else self._bench(worker, item))
             finally:
-                worker.item, worker.idle_since = None, time.monotonic()
+                worker.items.discard(item)
+                if not worker.items:
+                    worker.idle_since = time.monotonic()
             if not alive:
                 return
-        self._drop(worker)
+        if not worker.items:
+            self._drop(worker)
 
     async def _compile(self, worker: _Worker, item: _Item) -> bool:
         started = time.monotonic()
@@ -319,7 +332,7 @@ class TesterPool:
                 self._finish(item, _verdict(item, Outcome.HARNESS_ERROR, stage,
                                             f"the {worker.kind} worker failed: {str(exc)[-1500:]}"), cacheable=False)
         except RayActorError as exc:
-            self._replace(worker, "died")
+            self._replace(worker, "died")  # once per worker, however many of its slots notice
             self._rerun_or_fail(item, f"its {worker.kind} worker died ({type(exc).__name__})")
         worker.retiring = worker.retiring or worker not in self.workers[worker.kind]
         return None
@@ -336,25 +349,29 @@ class TesterPool:
             worker = _Worker(kind, number, handle)
         else:
             gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0
-            handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus).remote(
+            handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
                 self.config.tester.model_dump(mode="json"))
-            worker = _Worker(kind, number, handle, gpus=gpus)
+            worker = _Worker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
         self.workers[kind].append(worker)
-        worker.loop = asyncio.get_running_loop().create_task(self._work(worker))
+        worker.loops.append(asyncio.get_running_loop().create_task(self._work(worker)))
         return worker
 
     def _drop(self, worker: _Worker) -> None:
         if worker in self.workers[worker.kind]:
             self.workers[worker.kind].remove(worker)
         worker.retiring = True
-        if worker.loop and worker.item is None and worker.loop is not asyncio.current_task():
-            worker.loop.cancel()  # idle: blocked in queue.get(), which loses nothing when cancelled
+        if not worker.items:  # idle: its slots wait in queue.get(), which loses nothing when cancelled
+            for loop in worker.loops:
+                if loop is not asyncio.current_task():
+                    loop.cancel()
         try:
             ray.kill(worker.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
             pass
 
     def _replace(self, worker: _Worker, reason: str) -> None:
+        if worker not in self.workers[worker.kind]:
+            return  # another slot of this worker already replaced it
         self.restarts[(worker.kind, reason)] += 1
         if self.metrics:
             self.metrics.restarts.inc(tags={"kind": worker.kind, "reason": reason})
@@ -368,7 +385,7 @@ class TesterPool:
             self.compile_profile = profile
             for worker in list(self.workers[COMPILE]):
                 worker.retiring = True
-                if worker.item is None:
+                if not worker.busy:
                     self._drop(worker)
             self._rescale()
 
@@ -398,7 +415,7 @@ class TesterPool:
         self.bounds[BENCH] = bench
         if self.cluster["GPU"] > 0:  # GPU-less bench workers give way to GPU ones once idle
             for worker in list(self.workers[BENCH]):
-                if worker.gpus == 0 and worker.item is None:
+                if worker.gpus == 0 and not worker.busy:
                     self._drop(worker)
         self.bounds[COMPILE] = self.manual[COMPILE] or compile_bounds(
             s.min_compile_workers, s.max_compile_workers, self.cluster["CPU"], bench.high, s.compile_worker_cpus)
@@ -406,14 +423,14 @@ class TesterPool:
         for kind in (BENCH, COMPILE):
             members = [w for w in self.workers[kind] if not w.retiring]
             now = time.monotonic()
-            load = KindLoad(len(members), sum(1 for w in members if w.item is not None), self.queues[kind].qsize(),
-                            tuple(now - w.idle_since for w in members if w.item is None and w.info is not None))
+            load = KindLoad(len(members), sum(1 for w in members if w.busy), self.queues[kind].qsize(),
+                            tuple(now - w.idle_since for w in members if not w.busy and w.info is not None))
             target = scale_target(load, self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
             if kind == COMPILE and waiting_for_profile:
                 target = 0 if not members else len(members)  # first learn what to build for
             for _ in range(target - len(members)):
                 self._spawn(kind)
-            idle = sorted((w for w in members if w.item is None), key=lambda w: w.idle_since)
+            idle = sorted((w for w in members if not w.busy), key=lambda w: w.idle_since)
             for worker in idle[:max(0, len(members) - target)]:
                 self._drop(worker)
             if self.metrics:

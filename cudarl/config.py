@@ -136,6 +136,10 @@ class TimingConfig(_Section):
 
     budget_s: float = 5.0
     """Time budget per model; measurement ends when it is spent even if the spread is high."""
+    exclusive_gpu: bool = True
+    """Judges on one GPU take turns from the candidate's load to their exit (a file lock per GPU),
+    so candidates judged side by side on a GPU (``pool.bench_slots``, GPU fractions) never overlap
+    their GPU work; only process start-up and imports overlap."""
 
 
 class HardeningConfig(_Section):
@@ -238,6 +242,9 @@ class PoolConfig(_Section):
     share the GPU and are noisier)."""
     bench_workers_without_gpu: int = Field(default=1, ge=0)
     """Bench workers on a cluster without GPUs: they run the load stage only and say so."""
+    bench_slots: int = Field(default=2, ge=1)
+    """Candidates a bench worker runs at once. Their GPU work takes turns (``timing.exclusive_gpu``),
+    so a second slot overlaps only the next candidate's process start-up with the GPU work."""
     scale_up_queue_depth: int = Field(default=2, ge=1)
     """Add a worker of a kind when its queue holds more than this many items per worker."""
     idle_s: float = Field(default=60.0, gt=0)

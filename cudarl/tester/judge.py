@@ -232,6 +232,20 @@ class Judge:
         send("stage", stage=stage, **fields)
 
 
+def hold_gpu_turn(path: str) -> None:
+    """Wait for this GPU's turn and keep it until this process exits (the kernel drops the flock
+    then, however the judge ends). Taken after the imports, before any GPU work: judges started
+    side by side overlap only their start-up. The descriptor is not inherited by the runner."""
+    import fcntl
+
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    _HELD.append(handle)
+
+
+_HELD: list[int] = []
+
+
 def run(job: dict) -> None:
     send("stage", stage="load")
     # First, so the runner imports torch (and starts the profiler) while the judge starts.
@@ -241,6 +255,8 @@ def run(job: dict) -> None:
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
     torch = judge.torch
+    if judge.device.type == "cuda" and job.get("gpu_lock"):
+        hold_gpu_turn(job["gpu_lock"])
     if judge.device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])
     try:

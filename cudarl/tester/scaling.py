@@ -46,7 +46,7 @@ def scale_target(load: KindLoad, bounds: Bounds, per_worker_depth: int, idle_s: 
 def compile_bounds(low: int, high: int, cluster_cpus: float, bench_workers: int, worker_cpus: float) -> Bounds:
     """Compile worker limits: ``high`` 0 means one per CPU left after the bench workers (one CPU each)."""
     if high <= 0:
-        high = max(1, int((cluster_cpus - bench_workers) // worker_cpus))
+        high = max(1, int((cluster_cpus - bench_workers) / worker_cpus + 1e-9))
     return Bounds(min(low, high), high)
 
 
@@ -54,5 +54,5 @@ def bench_bounds(low: int, high: int, cluster_gpus: float, gpus_per_worker: floa
     """Bench worker limits: ``high`` 0 means one per ``gpus_per_worker`` of the cluster's GPUs, or
     ``without_gpu`` when the cluster has none."""
     if high <= 0:
-        high = int(cluster_gpus // gpus_per_worker + 1e-9) if cluster_gpus > 0 else without_gpu
+        high = int(cluster_gpus / gpus_per_worker + 1e-9) if cluster_gpus > 0 else without_gpu
     return Bounds(min(low, high), high)

@@ -47,6 +47,7 @@ class Compiled:
     ready: bool
     kernel_names: list[str] = field(default_factory=list)
     artifact_bytes: int = 0
+    artifact_sha256: str = ""  # checked on install: a tar cut between members reads as complete
 
     @property
     def cache_key(self) -> str | None:
@@ -62,7 +63,8 @@ def compile_stage(tester: Tester, task: Task, candidate: Candidate) -> tuple[Com
         return Compiled(prepared.verdict, ready=False), None
     key = prepared.compiled.report.cache_key
     data = pack_artifact(tester.cache.entry(key))
-    return Compiled(prepared.verdict, True, list(prepared.kernel_names or []), len(data)), data
+    return (Compiled(prepared.verdict, True, list(prepared.kernel_names or []), len(data),
+                     hashlib.sha256(data).hexdigest()), data)
 
 
 def bench_stage(tester: Tester, task: Task, candidate: Candidate, compiled: Compiled,
@@ -75,7 +77,7 @@ def bench_stage(tester: Tester, task: Task, candidate: Candidate, compiled: Comp
     key = verdict.compile.cache_key
     started = time.monotonic()
     if not _installed(tester.cache, key):
-        install_artifact(tester.cache, key, artifact(), verdict)
+        install_artifact(tester.cache, key, artifact(), verdict, compiled.artifact_sha256 or None)
         verdict.stage_seconds["artifact"] = time.monotonic() - started
     tester.scratch.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="eval-", dir=tester.scratch))
@@ -102,12 +104,15 @@ def pack_artifact(entry: Path) -> bytes:
     return buffer.getvalue()
 
 
-def install_artifact(cache: CompileCache, key: str, data: bytes, verdict: Verdict) -> None:
+def install_artifact(cache: CompileCache, key: str, data: bytes, verdict: Verdict, sha256: str | None = None) -> None:
     """Unpack an artifact as the cache entry ``key`` (under its lock; a finished entry is kept).
+    ``sha256`` is the packer's digest: tar reads an archive cut between two members as complete.
     The compile report is written from the verdict, last, so a half-unpacked entry never looks done."""
     with cache.locked(key):
         if _installed(cache, key):
             return
+        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+            raise ArtifactError(f"artifact for {key} is damaged: {len(data)} bytes do not match the packer's digest")
         entry = cache.entry(key)
         staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache.root))
         try:

@@ -52,10 +52,11 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
 
 def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
               hidden: dict, kernel_names: list[str], cpu_correctness: bool = False,
-              inline_fast: dict | None = None) -> dict:
+              inline_fast: dict | None = None, gpu_lock: str | None = None) -> dict:
     """The job the judge reads on stdin: paths, the secret seed, tolerances, every setting it needs.
     ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests);
-    ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``)."""
+    ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``); ``gpu_lock`` is the
+    file the judge locks before its GPU work (``timing.exclusive_gpu``)."""
     sandbox, hardening = config.sandbox, config.hardening
     return {
         "task_path": str(workdir / "reference.py"), "candidate_path": str(workdir / "candidate.py"),
@@ -69,7 +70,7 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
         "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
         "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
-        "inline_fast": inline_fast,
+        "inline_fast": inline_fast, "gpu_lock": gpu_lock,
     }
 
 
@@ -110,6 +111,10 @@ class Tester:
                                            self.scratch, self.config.compile.warm_children)
                               if self.mode == "extension" and self.config.compile.warm_children > 0 else None)
         self.pch_status = "not needed yet"
+        # One lock file per physical GPU, beside the cache: every tester of the machine shares it.
+        visible = (env.get(env.CUDA_VISIBLE_DEVICES) or "0").split(",")[0].strip() or "0"
+        self.gpu_lock = (str(Path(root) / "gpu-locks" / f"gpu-{visible}.lock")
+                         if self.config.timing.exclusive_gpu else None)
 
     @property
     def toolchain(self) -> Toolchain:
@@ -221,7 +226,9 @@ class Tester:
         sandbox = self.config.sandbox
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
-                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast)
+                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock)
+        if self.gpu_lock:
+            Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
         child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,

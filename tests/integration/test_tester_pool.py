@@ -69,6 +69,11 @@ def make_pool(name: str, tmp_path, **pool):
     return start_pool(config)
 
 
+def config_slots(pool) -> int:
+    """Items a killed bench worker may have had in flight (each is re-run)."""
+    return CudarlConfig().pool.bench_slots
+
+
 def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.2):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -156,7 +161,7 @@ def test_killed_workers_lose_nothing(local_ray, tmp_path):
     assert outcomes == {Outcome.COMPILED: 3, Outcome.COMPILE_ERROR: 6}, [v.reasons for v in verdicts]
     stats = pool.stats()
     assert stats["restarts"] == {"compile/died": 1, "bench/died": 1}
-    assert 1 <= stats["counts"]["reruns"] <= 2
+    assert 1 <= stats["counts"]["reruns"] <= 1 + config_slots(pool)
     assert stats["workers"]["compile"]["ready"] == 2 and stats["workers"]["bench"]["ready"] == 1
     pool.shutdown()
 

@@ -1,0 +1,149 @@
+"""Candidates judged per hour: the tester pool on Ray against the serial KernelBench-style loop,
+side by side on one machine (one GPU, its cores), per candidate format.
+
+    python benchmarks/pool_throughput.py [--inline 32] [--nvrtc 20] [--serial-inline 3] [--serial-nvrtc 5]
+                                         [--compile-workers 14] [--bench-slots 2]
+
+Candidates are distinct variants of the suite's honest solutions (a comment line differs, so no
+cache serves them), cycling through the suite's tasks.
+- serial, inline: one process, one candidate at a time: stock ``load_inline`` builds it in a fresh
+  process (torch's defaults, empty extension folder), then cudarl's judge runs it (``Tester.run``
+  on cudarl's own build of the same source, whose build time is not counted). Per candidate:
+  stock build wall + judge wall.
+- serial, nvrtc: ``Tester.evaluate`` on each candidate in turn (NVRTC compile, then judge).
+- pool: a local Ray with the machine's CPUs and one GPU, ``--compile-workers`` compile workers
+  and one bench worker with ``--bench-slots`` slots; all candidates submitted at once, wall time
+  from submission to the last verdict. Start-up (workers, precompiled header) is timed apart,
+  after one warm-up candidate per format.
+The same judge settings (correctness trials, timing budget) apply in every arm.
+Prints a table; writes benchmarks/results/pool_throughput-<date>-<machine>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from compile_throughput import stock_build  # noqa: E402
+
+from cudarl.config import CudarlConfig  # noqa: E402
+from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
+from cudarl.tester import Candidate, Tester  # noqa: E402
+from cudarl.tester.verdict import Outcome  # noqa: E402
+
+
+def variants(form: str, count: int, offset: int) -> list[Candidate]:
+    base = suite_solutions(form=form)
+    return [base[i % len(base)].model_copy(update={
+        "id": f"{base[i % len(base)].id}/v{offset + i}",
+        "source": base[i % len(base)].source + f"\n# pool benchmark variant {offset + i}\n"}) for i in range(count)]
+
+
+def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path) -> dict:
+    tester = Tester(CudarlConfig().tester, cache_root=cache)
+    rows = []
+    for candidate in candidates:
+        stock = stock_build(candidate, Path(tempfile.mkdtemp(prefix="stock-", dir=cache)))
+        prepared = tester.prepare(tasks[candidate.task_id], candidate)  # cudarl's build, not counted
+        started = time.perf_counter()
+        verdict = tester.run(prepared)
+        judge_s = time.perf_counter() - started
+        rows.append({"id": candidate.id, "stock_build_s": stock["seconds"], "judge_s": judge_s,
+                     "outcome": verdict.outcome.value, "stock_ok": stock["ok"]})
+        print(f"  serial inline {candidate.id:36s} stock build {stock['seconds']:6.1f} s  judge {judge_s:5.1f} s  "
+              f"{verdict.outcome.value}", flush=True)
+    total = sum(r["stock_build_s"] + r["judge_s"] for r in rows)
+    return {"candidates": len(rows), "wall_s": total, "per_hour": 3600 * len(rows) / total, "rows": rows,
+            "passed": sum(r["outcome"] == "passed" for r in rows)}
+
+
+def serial_nvrtc(tasks: dict, candidates: list[Candidate], cache: Path) -> dict:
+    tester = Tester(CudarlConfig().tester, cache_root=cache)
+    started = time.perf_counter()
+    verdicts = [tester.evaluate(tasks[c.task_id], c) for c in candidates]
+    total = time.perf_counter() - started
+    return {"candidates": len(verdicts), "wall_s": total, "per_hour": 3600 * len(verdicts) / total,
+            "passed": sum(v.outcome == Outcome.PASSED for v in verdicts)}
+
+
+def pooled(pool, tasks: dict, candidates: list[Candidate]) -> dict:
+    started = time.perf_counter()
+    verdicts = pool.judge([(tasks[c.task_id], c) for c in candidates])
+    wall = time.perf_counter() - started
+    failed = {v.candidate_id: v.reasons[:1] for v in verdicts if v.outcome != Outcome.PASSED}
+    return {"candidates": len(verdicts), "wall_s": wall, "per_hour": 3600 * len(verdicts) / wall,
+            "passed": len(verdicts) - len(failed), "failed": failed,
+            "bench_s_median": sorted(v.stage_seconds.get("run", 0) for v in verdicts)[len(verdicts) // 2]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--inline", type=int, default=32)
+    parser.add_argument("--nvrtc", type=int, default=20)
+    parser.add_argument("--serial-inline", type=int, default=3)
+    parser.add_argument("--serial-nvrtc", type=int, default=5)
+    parser.add_argument("--compile-workers", type=int, default=14)
+    parser.add_argument("--bench-slots", type=int, default=2)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    import ray
+    import torch
+
+    from cudarl.pool import start_pool
+
+    tasks = {t.id: t for t in load_suite()}
+    cache = Path(tempfile.mkdtemp(prefix="pool-bench-"))
+    stamp = int(time.time())
+    results: dict = {"date": datetime.now(timezone.utc).date().isoformat(), "args": vars(args),
+                     "machine": {"host": platform.node(), "cpus": os.cpu_count(),
+                                 "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}}
+    print("serial baseline (one process, one candidate at a time)", flush=True)
+    results["serial_inline"] = serial_inline(tasks, variants("inline", args.serial_inline, stamp), cache / "serial")
+    results["serial_nvrtc"] = serial_nvrtc(tasks, variants("nvrtc", args.serial_nvrtc, stamp), cache / "serial-nvrtc")
+
+    ray.init(num_cpus=os.cpu_count(), num_gpus=1 if torch.cuda.is_available() else 0, include_dashboard=False,
+             logging_level="WARNING")
+    config = CudarlConfig.model_validate({
+        "tester": {"compile": {"cache_dir": str(cache / "pool")}},
+        "pool": {"min_compile_workers": args.compile_workers, "max_compile_workers": args.compile_workers,
+                 "min_bench_workers": 1, "max_bench_workers": 1, "bench_slots": args.bench_slots}})
+    started = time.perf_counter()
+    pool = start_pool(config)
+    pool.judge([(tasks[c.task_id], c) for c in variants("inline", 1, stamp + 10_000) + variants("nvrtc", 1, stamp + 10_000)])
+    results["pool_startup_s"] = time.perf_counter() - started
+    print(f"pool up and warm in {results['pool_startup_s']:.1f} s: {pool.stats()['workers']}", flush=True)
+    results["pool_inline"] = pooled(pool, tasks, variants("inline", args.inline, stamp + 20_000))
+    results["pool_nvrtc"] = pooled(pool, tasks, variants("nvrtc", args.nvrtc, stamp + 30_000))
+    results["pool_stats"] = pool.stats()
+    pool.shutdown()
+    ray.shutdown()
+
+    print(f"\n{'format':8s} {'arm':8s} {'candidates':>10s} {'passed':>7s} {'wall s':>8s} {'per hour':>9s} {'vs serial':>10s}")
+    for form in ("inline", "nvrtc"):
+        serial, pool_row = results[f"serial_{form}"], results[f"pool_{form}"]
+        ratio = pool_row["per_hour"] / serial["per_hour"]
+        results[f"ratio_{form}"] = ratio
+        for arm, row, shown in (("serial", serial, "1.00x"), ("pool", pool_row, f"{ratio:.2f}x")):
+            print(f"{form:8s} {arm:8s} {row['candidates']:10d} {row['passed']:7d} {row['wall_s']:8.1f} "
+                  f"{row['per_hour']:9.0f} {shown:>10s}")
+    gpu = (results["machine"]["gpu"] or "cpu").replace(" ", "-")
+    out = Path(args.out or ROOT / "benchmarks" / "results" / f"pool_throughput-{results['date']}-{gpu}.json")
+    out.write_text(json.dumps(results, indent=2))
+    print(f"written {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
