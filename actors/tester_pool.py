@@ -33,7 +33,7 @@ from cudarl.config import CudarlConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, scale_target
-from cudarl.tester.stages import ArtifactError, Compiled, judgement_key
+from cudarl.tester.stages import ArtifactError, Compiled, builder_config, judgement_key
 from cudarl.tester.verdict import Outcome, Stage, Verdict
 
 COMPILE, BENCH = "compile", "bench"
@@ -340,12 +340,9 @@ class TesterPool:
     def _spawn(self, kind: str) -> _Worker:
         number = next(self.numbers)
         if kind == COMPILE:
-            tester = self.config.tester.model_copy(deep=True)
-            if self.compile_profile:
-                tester.compile.mode = self.compile_profile["mode"]
-                tester.compile.arch = self.compile_profile["arch"]
-            handle = CompileWorkerActor.options(num_cpus=self.settings.compile_worker_cpus,
-                                                name=None).remote(tester.model_dump(mode="json"))
+            tester = builder_config(self.config.tester, self.compile_profile)
+            handle = CompileWorkerActor.options(num_cpus=self.settings.compile_worker_cpus).remote(
+                tester.model_dump(mode="json"))
             worker = _Worker(kind, number, handle)
         else:
             gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudarl.config import TesterConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.compile import CompileCache, CompileOutcome
@@ -137,3 +138,13 @@ def judgement_key(task: Task, candidate: Candidate) -> str:
     """Identical candidates of one task share a verdict: the key hashes the whole task (a task
     whose reference or shapes changed is another task) and the candidate's source, not its id."""
     return hashlib.sha256(f"{task.model_dump_json()}\0{candidate.source_hash}".encode()).hexdigest()[:32]
+
+
+def builder_config(config: TesterConfig, profile: dict | None) -> TesterConfig:
+    """The tester settings of a compile worker: the bench workers' compile mode and architecture
+    (``profile``, from a bench worker) replace auto-detection, which on a CPU-only node would pick
+    kernel mode and the fallback arch, and builds would not load on the GPU."""
+    if not profile:
+        return config
+    return config.model_copy(update={"compile": config.compile.model_copy(
+        update={"mode": profile["mode"], "arch": profile["arch"]})})

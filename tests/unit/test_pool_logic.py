@@ -202,3 +202,14 @@ def test_judgement_key_ignores_candidate_id_but_not_sources_or_hidden_shapes():
     assert judgement_key(task.model_copy(update={"source": "class Model: pass  \n"}), first) != key
     assert judgement_key(Task(id="t1", source=task.source, hidden={"N": 8}), first) != key
     assert judgement_key(Task(id="t1", source=task.source), first) != key
+
+
+def test_compile_workers_build_for_the_bench_workers_gpu():
+    from cudarl.config import TesterConfig
+    from cudarl.tester.stages import builder_config
+
+    base = TesterConfig()
+    built = builder_config(base, {"mode": "extension", "arch": "90"})
+    assert (built.compile.mode, built.compile.arch) == ("extension", "90")
+    assert (base.compile.mode, base.compile.arch) == ("auto", None)  # the pool's own config is untouched
+    assert built.compile.timeout_s == base.compile.timeout_s and builder_config(base, None) is base
