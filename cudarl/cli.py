@@ -56,12 +56,38 @@ def _eval(args: argparse.Namespace) -> int:
         def advance(phase: str, _verdict) -> None:
             progress.advance(building if phase == "compile" else running)
 
-        verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
+        if args.address or args.pool:
+            from cudarl.pool import PoolError
+
+            try:
+                verdicts = _judge_on_pool(args, config, pairs, advance)
+            except PoolError as exc:
+                console.print(f"[red]error:[/red] {exc}")
+                return 2
+        else:
+            verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
     stdout_console().print(verdict_table(verdicts))
     report = build_report(tester, verdicts)
     write_report(report, Path(args.out))
     console.print(f"summary: {report['summary']}; report written to {args.out}")
     return 0
+
+
+def _judge_on_pool(args: argparse.Namespace, config, pairs, advance) -> list:
+    """Verdicts from the tester pool (the cluster's at ``--address``, or a local one); the progress
+    bars move as verdicts land (a verdict means both stages are done)."""
+    from cudarl.pool import start_pool
+
+    pool = start_pool(config, address=args.address)
+    try:
+        def landed(verdict) -> None:
+            advance("compile", verdict)
+            advance("run", verdict)
+
+        return pool.judge(pairs, progress=landed)
+    finally:
+        if not args.address:
+            pool.shutdown()
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -84,10 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", default="cudarl-report.json", help="where to write the JSON report")
     evaluate.add_argument("--compile-mode", choices=["auto", "extension", "kernel"], help="override tester.compile.mode")
     evaluate.add_argument("--build-workers", type=int, default=2, help="candidates built at once")
+    evaluate.add_argument("--address", help="judge on the tester pool of the Ray cluster at this address "
+                                            "(started there if none runs; `auto`: this machine's cluster)")
+    evaluate.add_argument("--pool", action="store_true", help="judge on a tester pool in a local Ray started here")
     evaluate.set_defaults(handler=_eval)
     from cudarl.tasks_cli import add_parser as add_tasks_parser
+    from cudarl.tester_cli import add_parser as add_tester_parser
 
     add_tasks_parser(commands)
+    add_tester_parser(commands)
     show = commands.add_parser("config", help="print every setting with its default and meaning")
     show.set_defaults(handler=_config)
     return parser
