@@ -65,6 +65,7 @@ class _Worker:
     idle_since: float = field(default_factory=time.monotonic)
     retiring: bool = False
     loops: list = field(default_factory=list)
+    waiting: set = field(default_factory=set)  # slot tasks blocked in queue.get()
 
     @property
     def busy(self) -> bool:
@@ -252,22 +253,37 @@ class TesterPool:
             self.last_error = f"{worker.kind} worker failed to start: {exc}"[:2000]
             self._drop(worker)
             return
+        worker.idle_since = time.monotonic()
+        if worker.retiring:
+            return
         if worker.kind == BENCH:
             self._note_bench(worker.info)
-        worker.idle_since = time.monotonic()
         loop = asyncio.get_running_loop()
         worker.loops += [loop.create_task(self._serve(worker)) for _ in range(worker.slots - 1)]
         await self._serve(worker)
 
     async def _serve(self, worker: _Worker) -> None:
         """One slot: take items until the worker dies or retires."""
+        me = asyncio.current_task()
         while not worker.retiring:
-            item = await self.queues[worker.kind].get()
+            worker.waiting.add(me)
+            try:
+                item = await self.queues[worker.kind].get()
+            finally:
+                worker.waiting.discard(me)
+            if worker.retiring:
+                self.queues[worker.kind].put_nowait(item)
+                return
             if item.future.done():
                 continue
             worker.items.add(item)
             try:
                 alive = await (self._compile(worker, item) if worker.kind == COMPILE else self._bench(worker, item))
+            except Exception as exc:  # noqa: BLE001 - a pool bug or an odd Ray error: never lose the item
+                self.last_error = f"{worker.kind} worker {worker.number}: {exc!r}"[:2000]
+                self._rerun_or_fail(item, f"the pool failed around its {worker.kind} worker ({type(exc).__name__})")
+                self._replace(worker, "error")
+                alive = False
             finally:
                 worker.items.discard(item)
                 if not worker.items:
@@ -287,6 +303,8 @@ class TesterPool:
         self._observe(COMPILE, time.monotonic() - started)
         if compiled.verdict.compile is not None:
             self._cache_lookup("compile", compiled.verdict.compile.cached)
+        if item.future.done():
+            return True  # expired while it compiled
         if not compiled.ready:
             self._finish(item, compiled.verdict)
         else:
@@ -302,16 +320,17 @@ class TesterPool:
         if verdict is None:
             return not worker.retiring
         self._observe(BENCH, time.monotonic() - started)
-        self._finish(item, verdict)
+        healthy, why = True, ""
         if verdict.outcome in (Outcome.CUDA_ERROR, Outcome.CRASHED, Outcome.TIMEOUT):
             try:
                 healthy, why = await asyncio.wait_for(worker.handle.health.remote(), self.settings.deadline_grace_s)
-            except (asyncio.TimeoutError, RayActorError) as exc:
+            except Exception as exc:  # noqa: BLE001 - timeout, dead actor, failing probe: all unhealthy
                 healthy, why = False, f"health check failed: {exc!r}"[:300]
-            if not healthy:
-                self.last_error = f"bench worker {worker.number} unhealthy after {item.candidate.id}: {why}"
-                self._replace(worker, "unhealthy")
-                return False
+        self._finish(item, verdict, cacheable=healthy)  # a sick GPU may have caused it: not shared later
+        if not healthy:
+            self.last_error = f"bench worker {worker.number} unhealthy after {item.candidate.id}: {why}"
+            self._replace(worker, "unhealthy")
+            return False
         return True
 
     async def _await(self, worker: _Worker, item: _Item, ref, deadline: float, stage: Stage):
@@ -324,7 +343,7 @@ class TesterPool:
                                         f"the {worker.kind} worker gave no answer within {deadline:.0f} s; "
                                         "it was killed and replaced"), cacheable=False)
         except RayTaskError as exc:
-            lost = isinstance(exc.cause, (ObjectLostError, OwnerDiedError, ArtifactError))
+            lost = stage != Stage.COMPILE and isinstance(exc.cause, (ObjectLostError, OwnerDiedError, ArtifactError))
             if lost:
                 self._rerun_or_fail(item, f"the build could not reach the bench worker ({type(exc.cause).__name__})")
             else:
@@ -357,10 +376,12 @@ class TesterPool:
         if worker in self.workers[worker.kind]:
             self.workers[worker.kind].remove(worker)
         worker.retiring = True
-        if not worker.items:  # idle: its slots wait in queue.get(), which loses nothing when cancelled
-            for loop in worker.loops:
-                if loop is not asyncio.current_task():
-                    loop.cancel()
+        current = asyncio.current_task()
+        # Slots waiting in queue.get() stop now (a cancelled get loses nothing); busy ones stop
+        # after their item. A worker still starting has only its _work task.
+        for loop in worker.waiting | (set(worker.loops) if worker.info is None else set()):
+            if loop is not current:
+                loop.cancel()
         try:
             ray.kill(worker.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
@@ -423,6 +444,8 @@ class TesterPool:
             load = KindLoad(len(members), sum(1 for w in members if w.busy), self.queues[kind].qsize(),
                             tuple(now - w.idle_since for w in members if not w.busy and w.info is not None))
             target = scale_target(load, self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
+            if kind == BENCH and waiting_for_profile and self.queues[COMPILE].qsize():
+                target = max(target, 1)  # compile workers wait for a bench worker's GPU profile
             if kind == COMPILE and waiting_for_profile:
                 target = 0 if not members else len(members)  # first learn what to build for
             for _ in range(target - len(members)):
