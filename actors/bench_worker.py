@@ -8,8 +8,6 @@ time: timings must not share the GPU with another candidate of the same worker.
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +15,7 @@ import time
 
 import ray
 
+from actors import worker_identity
 from cudarl import env, nvml
 from cudarl.config import TesterConfig
 from cudarl.tasks.task import Task
@@ -41,7 +40,7 @@ class BenchWorker:
 
     def ready(self) -> dict:
         """What the pool needs to configure compile workers: this GPU's arch and compile mode."""
-        return {"node": self.node, "host": socket.gethostname(), "pid": os.getpid(), "has_gpu": self.tester.has_gpu,
+        return {**worker_identity(), "has_gpu": self.tester.has_gpu,
                 "arch": self.tester.arch, "mode": self.tester.mode,
                 "gpus": env.get(env.CUDA_VISIBLE_DEVICES) or ""}
 

@@ -7,11 +7,9 @@ pool as an artifact, so a bench worker on another node can run them.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import ray
 
+from actors import worker_identity
 from cudarl.config import TesterConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
@@ -28,8 +26,7 @@ class CompileWorker:
 
     def ready(self) -> dict:
         """Where this worker runs and what it builds for (answers once the tester is up)."""
-        return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid(),
-                "mode": self.tester.mode, "arch": self.tester.arch}
+        return {**worker_identity(), "mode": self.tester.mode, "arch": self.tester.arch}
 
     def compile(self, task: Task, candidate: Candidate) -> tuple[Compiled, bytes | None]:
         """The record and the artifact, returned as two objects (``num_returns=2``) so that the

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError, RayTaskError
@@ -32,44 +31,14 @@ from actors.compile_worker import CompileWorkerActor
 from cudarl.config import CudarlConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
-from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, scale_target
-from cudarl.tester.stages import ArtifactError, Compiled, builder_config, judgement_key
+from cudarl.tester.pool_records import (PoolItem, PoolWorker, kind_load, latency_summary, pool_verdict,
+                                         workers_summary)
+from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, scale_target
+from cudarl.tester.stages import ArtifactError, builder_config, judgement_key
 from cudarl.tester.verdict import Outcome, Stage, Verdict
 
 COMPILE, BENCH = "compile", "bench"
 _UNCACHED = (Outcome.HARNESS_ERROR, Outcome.COMPILE_TIMEOUT)  # may be the machine, not the candidate
-
-
-@dataclass(eq=False)
-class _Item:
-    key: str
-    task: Task
-    candidate: Candidate
-    future: asyncio.Future
-    submitted: float
-    compiled: Compiled | None = None
-    artifact: object = None  # ObjectRef of the build, owned here
-    reruns: int = 0
-    expiry: asyncio.TimerHandle | None = None
-
-
-@dataclass(eq=False)
-class _Worker:
-    kind: str
-    number: int
-    handle: object
-    gpus: float = 0.0
-    slots: int = 1  # items it runs at once (bench workers: pool.bench_slots)
-    info: dict | None = None
-    items: set = field(default_factory=set)
-    idle_since: float = field(default_factory=time.monotonic)
-    retiring: bool = False
-    loops: list = field(default_factory=list)
-    waiting: set = field(default_factory=set)  # slot tasks blocked in queue.get()
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.items)
 
 
 class TesterPool:
@@ -79,8 +48,8 @@ class TesterPool:
         self.config = CudarlConfig.model_validate(config or {})
         self.settings = self.config.pool
         self.queues: dict[str, asyncio.Queue] = {COMPILE: asyncio.Queue(), BENCH: asyncio.Queue()}
-        self.workers: dict[str, list[_Worker]] = {COMPILE: [], BENCH: []}
-        self.inflight: dict[str, _Item] = {}
+        self.workers: dict[str, list[PoolWorker]] = {COMPILE: [], BENCH: []}
+        self.inflight: dict[str, PoolItem] = {}
         self.judged: OrderedDict[str, Verdict] = OrderedDict()
         self.room = asyncio.Semaphore(self.settings.max_queued)
         self.manual: dict[str, Bounds | None] = {COMPILE: None, BENCH: None}
@@ -106,23 +75,24 @@ class TesterPool:
         self.counts["submitted"] += 1
         started = time.monotonic()
         key = judgement_key(task, candidate)
-        item, shared = self._existing(key)
+        item, created = self.inflight.get(key), False
         if item is None and key not in self.judged:
             self.waiting += 1
             try:
                 await self.room.acquire()  # backpressure: at most max_queued items being judged
             finally:
                 self.waiting -= 1
-            item, shared = self._existing(key)
+            item = self.inflight.get(key)  # another caller may have started or finished it meanwhile
             if item is None and key not in self.judged:
-                item, shared = self._new_item(key, task, candidate), False
+                item, created = self._new_item(key, task, candidate), True
             else:
                 self.room.release()
         if item is None:
             self.judged.move_to_end(key)
-            verdict, shared = self.judged[key], True
+            verdict = self.judged[key]
         else:
             verdict = await asyncio.shield(item.future)
+        shared = not created
         self._cache_lookup("verdict", shared)
         return self._deliver(verdict, task, candidate, shared, started)
 
@@ -133,22 +103,16 @@ class TesterPool:
     async def stats(self) -> dict:
         """Counts since the pool started, queue depths and workers (what ``cudarl tester stats`` prints)."""
         self._ensure_started()
-        workers = {}
-        for kind, members in self.workers.items():
-            workers[kind] = {"ready": sum(1 for w in members if w.info is not None),
-                             "starting": sum(1 for w in members if w.info is None),
-                             "busy": sum(1 for w in members if w.busy),
-                             "bounds": [self.bounds[kind].low, self.bounds[kind].high],
-                             "manual": self.manual[kind] is not None,
-                             "gpus": sum(w.gpus for w in members),
-                             "restarts": sum(n for (k, _), n in self.restarts.items() if k == kind)}
+        workers = {kind: workers_summary(members, self.bounds[kind], self.manual[kind] is not None,
+                                         sum(n for (k, _), n in self.restarts.items() if k == kind))
+                   for kind, members in self.workers.items()}
         return {"name": self.settings.name, "uptime_s": round(time.monotonic() - self.started_at, 1),
                 "cluster": dict(self.cluster), "compile_profile": self.compile_profile, "workers": workers,
                 "queued": {kind: queue.qsize() for kind, queue in self.queues.items()},
                 "in_flight": len(self.inflight), "waiting_for_room": self.waiting,
                 "counts": dict(self.counts), "verdicts": dict(self.outcomes),
                 "restarts": {f"{kind}/{reason}": n for (kind, reason), n in self.restarts.items()},
-                "stage_seconds": {kind: _summary(times) for kind, times in self.stage_times.items()},
+                "stage_seconds": {kind: latency_summary(times) for kind, times in self.stage_times.items()},
                 "last_error": self.last_error}
 
     async def scale(self, compile: int | str | None = None, bench: int | str | None = None) -> dict:
@@ -183,24 +147,20 @@ class TesterPool:
 
     # ----- items -------------------------------------------------------------------------
 
-    def _existing(self, key: str) -> tuple[_Item | None, bool]:
-        item = self.inflight.get(key)
-        return item, item is not None
-
-    def _new_item(self, key: str, task: Task, candidate: Candidate) -> _Item:
+    def _new_item(self, key: str, task: Task, candidate: Candidate) -> PoolItem:
         loop = asyncio.get_running_loop()
-        item = _Item(key, task, candidate, loop.create_future(), time.monotonic())
+        item = PoolItem(key, task, candidate, loop.create_future(), time.monotonic())
         item.expiry = loop.call_later(self.settings.item_deadline_s, self._expire, item)
         self.inflight[key] = item
         self.queues[COMPILE].put_nowait(item)
         return item
 
-    def _expire(self, item: _Item) -> None:
-        self._finish(item, _verdict(item, Outcome.TIMEOUT, Stage.GUARD,
+    def _expire(self, item: PoolItem) -> None:
+        self._finish(item, pool_verdict(item, Outcome.TIMEOUT, Stage.GUARD,
                                     f"no verdict within pool.item_deadline_s = {self.settings.item_deadline_s:.0f} s "
                                     "of submission (queueing included)"), cacheable=False)
 
-    def _finish(self, item: _Item, verdict: Verdict, cacheable: bool = True) -> None:
+    def _finish(self, item: PoolItem, verdict: Verdict, cacheable: bool = True) -> None:
         """Resolve an item exactly once; later results for it are dropped."""
         if item.future.done():
             return
@@ -218,11 +178,11 @@ class TesterPool:
         if self.metrics:
             self.metrics.stage_seconds.observe(time.monotonic() - item.submitted, tags={"stage": "item"})
 
-    def _rerun_or_fail(self, item: _Item, why: str) -> None:
+    def _rerun_or_fail(self, item: PoolItem, why: str) -> None:
         item.reruns += 1
         item.compiled, item.artifact = None, None
         if item.reruns > self.settings.retries:
-            self._finish(item, _verdict(item, Outcome.HARNESS_ERROR, Stage.COMPILE,
+            self._finish(item, pool_verdict(item, Outcome.HARNESS_ERROR, Stage.COMPILE,
                                         f"{why}; gave up after {item.reruns} runs"), cacheable=False)
         elif not item.future.done():
             self.counts["reruns"] += 1
@@ -245,7 +205,7 @@ class TesterPool:
 
     # ----- workers -----------------------------------------------------------------------
 
-    async def _work(self, worker: _Worker) -> None:
+    async def _work(self, worker: PoolWorker) -> None:
         """One worker's life: wait until it is up, then serve its queue from each of its slots."""
         try:
             worker.info = await worker.handle.ready.remote()
@@ -262,7 +222,7 @@ class TesterPool:
         worker.loops += [loop.create_task(self._serve(worker)) for _ in range(worker.slots - 1)]
         await self._serve(worker)
 
-    async def _serve(self, worker: _Worker) -> None:
+    async def _serve(self, worker: PoolWorker) -> None:
         """One slot: take items until the worker dies or retires."""
         me = asyncio.current_task()
         while not worker.retiring:
@@ -293,7 +253,7 @@ class TesterPool:
         if not worker.items:
             self._drop(worker)
 
-    async def _compile(self, worker: _Worker, item: _Item) -> bool:
+    async def _compile(self, worker: PoolWorker, item: PoolItem) -> bool:
         started = time.monotonic()
         record, artifact = worker.handle.compile.options(num_returns=2).remote(item.task, item.candidate)
         deadline = self.config.tester.compile.timeout_s + self.settings.deadline_grace_s
@@ -312,7 +272,7 @@ class TesterPool:
             self.queues[BENCH].put_nowait(item)
         return True
 
-    async def _bench(self, worker: _Worker, item: _Item) -> bool:
+    async def _bench(self, worker: PoolWorker, item: PoolItem) -> bool:
         started = time.monotonic()
         ref = worker.handle.judge.remote(item.task, item.candidate, item.compiled, [item.artifact])
         deadline = self.config.tester.sandbox.timeout_s + self.settings.deadline_grace_s
@@ -333,13 +293,13 @@ class TesterPool:
             return False
         return True
 
-    async def _await(self, worker: _Worker, item: _Item, ref, deadline: float, stage: Stage):
+    async def _await(self, worker: PoolWorker, item: PoolItem, ref, deadline: float, stage: Stage):
         """A worker's answer, or None after handling its death, deadline or error."""
         try:
             return await asyncio.wait_for(ref, deadline)
         except asyncio.TimeoutError:
             self._replace(worker, "deadline")
-            self._finish(item, _verdict(item, Outcome.TIMEOUT, stage,
+            self._finish(item, pool_verdict(item, Outcome.TIMEOUT, stage,
                                         f"the {worker.kind} worker gave no answer within {deadline:.0f} s; "
                                         "it was killed and replaced"), cacheable=False)
         except RayTaskError as exc:
@@ -348,7 +308,7 @@ class TesterPool:
                 self._rerun_or_fail(item, f"the build could not reach the bench worker ({type(exc.cause).__name__})")
             else:
                 self.last_error = str(exc)[-2000:]
-                self._finish(item, _verdict(item, Outcome.HARNESS_ERROR, stage,
+                self._finish(item, pool_verdict(item, Outcome.HARNESS_ERROR, stage,
                                             f"the {worker.kind} worker failed: {str(exc)[-1500:]}"), cacheable=False)
         except RayActorError as exc:
             self._replace(worker, "died")  # once per worker, however many of its slots notice
@@ -356,23 +316,23 @@ class TesterPool:
         worker.retiring = worker.retiring or worker not in self.workers[worker.kind]
         return None
 
-    def _spawn(self, kind: str) -> _Worker:
+    def _spawn(self, kind: str) -> PoolWorker:
         number = next(self.numbers)
         if kind == COMPILE:
             tester = builder_config(self.config.tester, self.compile_profile)
             handle = CompileWorkerActor.options(num_cpus=self.settings.compile_worker_cpus).remote(
                 tester.model_dump(mode="json"))
-            worker = _Worker(kind, number, handle)
+            worker = PoolWorker(kind, number, handle)
         else:
             gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0
             handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
                 self.config.tester.model_dump(mode="json"))
-            worker = _Worker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
+            worker = PoolWorker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
         self.workers[kind].append(worker)
         worker.loops.append(asyncio.get_running_loop().create_task(self._work(worker)))
         return worker
 
-    def _drop(self, worker: _Worker) -> None:
+    def _drop(self, worker: PoolWorker) -> None:
         if worker in self.workers[worker.kind]:
             self.workers[worker.kind].remove(worker)
         worker.retiring = True
@@ -387,7 +347,7 @@ class TesterPool:
         except Exception:  # noqa: BLE001 - already gone
             pass
 
-    def _replace(self, worker: _Worker, reason: str) -> None:
+    def _replace(self, worker: PoolWorker, reason: str) -> None:
         if worker not in self.workers[worker.kind]:
             return  # another slot of this worker already replaced it
         self.restarts[(worker.kind, reason)] += 1
@@ -440,10 +400,7 @@ class TesterPool:
         waiting_for_profile = self.cluster["GPU"] > 0 and self.compile_profile is None
         for kind in (BENCH, COMPILE):
             members = [w for w in self.workers[kind] if not w.retiring]
-            now = time.monotonic()
-            load = KindLoad(len(members), sum(1 for w in members if w.busy), self.queues[kind].qsize(),
-                            tuple(now - w.idle_since for w in members if not w.busy and w.info is not None))
-            target = scale_target(load, self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
+            target = scale_target(kind_load(members, self.queues[kind].qsize()), self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
             if kind == BENCH and waiting_for_profile and self.queues[COMPILE].qsize():
                 target = max(target, 1)  # compile workers wait for a bench worker's GPU profile
             if kind == COMPILE and waiting_for_profile:
@@ -461,20 +418,6 @@ class TesterPool:
         self.stage_times[stage].append(seconds)
         if self.metrics:
             self.metrics.stage_seconds.observe(seconds, tags={"stage": stage})
-
-
-def _verdict(item: _Item, outcome: Outcome, stage: Stage, reason: str) -> Verdict:
-    return Verdict(task_id=item.task.id, candidate_id=item.candidate.id, candidate_hash=item.candidate.source_hash,
-                   stage=stage, outcome=outcome, reasons=[reason])
-
-
-def _summary(times: deque) -> dict:
-    if not times:
-        return {"count": 0}
-    ordered = sorted(times)
-    return {"count": len(ordered), "p50": round(ordered[len(ordered) // 2], 3),
-            "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], 3),
-            "mean": round(sum(ordered) / len(ordered), 3)}
 
 
 TesterPoolActor = ray.remote(num_cpus=0, max_concurrency=100000, max_restarts=0)(TesterPool)

@@ -238,12 +238,7 @@ def hold_gpu_turn(path: str) -> None:
     side by side overlap only their start-up. The descriptor is not inherited by the runner."""
     import fcntl
 
-    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    _HELD.append(handle)
-
-
-_HELD: list[int] = []
+    fcntl.flock(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), fcntl.LOCK_EX)  # a raw descriptor: never closed early
 
 
 def run(job: dict) -> None:

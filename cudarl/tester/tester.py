@@ -115,6 +115,8 @@ class Tester:
         visible = (env.get(env.CUDA_VISIBLE_DEVICES) or "0").split(",")[0].strip() or "0"
         self.gpu_lock = (str(Path(root) / "gpu-locks" / f"gpu-{visible}.lock")
                          if self.config.timing.exclusive_gpu else None)
+        if self.gpu_lock:
+            Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
 
     @property
     def toolchain(self) -> Toolchain:
@@ -227,8 +229,7 @@ class Tester:
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
                         atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock)
-        if self.gpu_lock:
-            Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
+
         child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,
