@@ -2,8 +2,9 @@
 
 Candidates run in the tester's sandboxed child processes, never in this actor, so a candidate
 that poisons its CUDA context takes only its child down; ``health`` checks, in a fresh child,
-that the GPU still works, and the pool replaces the worker when it does not. One candidate at a
-time: timings must not share the GPU with another candidate of the same worker.
+that the GPU still works, and the pool replaces the worker when it does not. Several candidates
+at a time (``pool.bench_slots``): their judges take turns on the GPU, so timed runs never share
+it (``cudarl.tester.gpu_turns``).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from cudarl.tester.candidate import Candidate
 from cudarl.tester.pool_records import (PoolItem, PoolWorker, kind_load, latency_summary, pool_verdict,
                                          workers_summary)
 from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, scale_target
-from cudarl.tester.stages import ArtifactError, builder_config, judgement_key
+from cudarl.tester.stages import ArtifactError, bench_config, builder_config, judgement_key
 from cudarl.tester.verdict import Outcome, Stage, Verdict
 
 COMPILE, BENCH = "compile", "bench"
@@ -325,8 +325,9 @@ class TesterPool:
             worker = PoolWorker(kind, number, handle)
         else:
             gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0
+            tester = bench_config(self.config.tester, self.settings.bench_slots, self.settings.gpus_per_bench_worker)
             handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
-                self.config.tester.model_dump(mode="json"))
+                tester.model_dump(mode="json"))
             worker = PoolWorker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
         self.workers[kind].append(worker)
         worker.loops.append(asyncio.get_running_loop().create_task(self._work(worker)))

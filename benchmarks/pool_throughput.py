@@ -2,10 +2,11 @@
 side by side on one machine (one GPU, its cores), per candidate format.
 
     python benchmarks/pool_throughput.py [--inline 32] [--nvrtc 20] [--serial-inline 3] [--serial-nvrtc 5]
-                                         [--compile-workers 14] [--bench-slots 2]
+                                         [--per-task 4] [--compile-workers 14] [--bench-slots 2]
 
 Candidates are distinct variants of the suite's honest solutions (a comment line differs, so no
-cache serves them), cycling through the suite's tasks.
+cache serves them), ``--per-task`` in a row for each task (as a GRPO group samples several
+candidates per prompt), going through the suite's tasks in order.
 - serial, inline: one process, one candidate at a time: stock ``load_inline`` builds it in a fresh
   process (torch's defaults, empty extension folder), then cudarl's judge runs it (``Tester.run``
   on cudarl's own build of the same source, whose build time is not counted). Per candidate:
@@ -16,7 +17,8 @@ cache serves them), cycling through the suite's tasks.
   from submission to the last verdict. Start-up (workers, precompiled header) is timed apart,
   after one warm-up candidate per format.
 The same judge settings (correctness trials, timing budget) apply in every arm.
-Prints a table; writes benchmarks/results/pool_throughput-<date>-<machine>.json.
+Prints a table; writes benchmarks/results/pool_throughput-<date>-<gpu>.json (``--out``). ``--only
+serial`` / ``--only pool`` measure one arm per run and merge into that file (a run is then shorter).
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ from cudarl.tester import Candidate, Tester  # noqa: E402
 from cudarl.tester.verdict import Outcome  # noqa: E402
 
 
-def variants(form: str, count: int, offset: int) -> list[Candidate]:
+def variants(form: str, count: int, offset: int, per_task: int = 1) -> list[Candidate]:
     base = suite_solutions(form=form)
-    return [base[i % len(base)].model_copy(update={
-        "id": f"{base[i % len(base)].id}/v{offset + i}",
-        "source": base[i % len(base)].source + f"\n# pool benchmark variant {offset + i}\n"}) for i in range(count)]
+    picked = [base[(i // per_task) % len(base)] for i in range(count)]
+    return [c.model_copy(update={"id": f"{c.id}/v{offset + i}",
+                                 "source": c.source + f"\n# pool benchmark variant {offset + i}\n"})
+            for i, c in enumerate(picked)]
 
 
 def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path) -> dict:
@@ -87,36 +90,23 @@ def pooled(pool, tasks: dict, candidates: list[Candidate]) -> dict:
             "bench_s_median": sorted(v.stage_seconds.get("run", 0) for v in verdicts)[len(verdicts) // 2]}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--inline", type=int, default=32)
-    parser.add_argument("--nvrtc", type=int, default=20)
-    parser.add_argument("--serial-inline", type=int, default=3)
-    parser.add_argument("--serial-nvrtc", type=int, default=5)
-    parser.add_argument("--compile-workers", type=int, default=14)
-    parser.add_argument("--bench-slots", type=int, default=2)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+def measure_serial(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
+    print("serial baseline (one process, one candidate at a time)", flush=True)
+    results["serial_inline"] = serial_inline(tasks, variants("inline", args.serial_inline, stamp, args.per_task), cache)
+    save()
+    results["serial_nvrtc"] = serial_nvrtc(tasks, variants("nvrtc", args.serial_nvrtc, stamp, args.per_task), cache)
+    save()
 
+
+def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
     import ray
-    import torch
 
     from cudarl.pool import start_pool
 
-    tasks = {t.id: t for t in load_suite()}
-    cache = Path(tempfile.mkdtemp(prefix="pool-bench-"))
-    stamp = int(time.time())
-    results: dict = {"date": datetime.now(timezone.utc).date().isoformat(), "args": vars(args),
-                     "machine": {"host": platform.node(), "cpus": os.cpu_count(),
-                                 "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}}
-    print("serial baseline (one process, one candidate at a time)", flush=True)
-    results["serial_inline"] = serial_inline(tasks, variants("inline", args.serial_inline, stamp), cache / "serial")
-    results["serial_nvrtc"] = serial_nvrtc(tasks, variants("nvrtc", args.serial_nvrtc, stamp), cache / "serial-nvrtc")
-
-    ray.init(num_cpus=os.cpu_count(), num_gpus=1 if torch.cuda.is_available() else 0, include_dashboard=False,
+    ray.init(num_cpus=os.cpu_count(), num_gpus=1 if results["machine"]["gpu"] else 0, include_dashboard=False,
              logging_level="WARNING")
     config = CudarlConfig.model_validate({
-        "tester": {"compile": {"cache_dir": str(cache / "pool")}},
+        "tester": {"compile": {"cache_dir": str(cache)}},
         "pool": {"min_compile_workers": args.compile_workers, "max_compile_workers": args.compile_workers,
                  "min_bench_workers": 1, "max_bench_workers": 1, "bench_slots": args.bench_slots}})
     started = time.perf_counter()
@@ -124,24 +114,70 @@ def main() -> int:
     pool.judge([(tasks[c.task_id], c) for c in variants("inline", 1, stamp + 10_000) + variants("nvrtc", 1, stamp + 10_000)])
     results["pool_startup_s"] = time.perf_counter() - started
     print(f"pool up and warm in {results['pool_startup_s']:.1f} s: {pool.stats()['workers']}", flush=True)
-    results["pool_inline"] = pooled(pool, tasks, variants("inline", args.inline, stamp + 20_000))
-    results["pool_nvrtc"] = pooled(pool, tasks, variants("nvrtc", args.nvrtc, stamp + 30_000))
-    results["pool_stats"] = pool.stats()
+    for form, count, offset in (("inline", args.inline, 20_000), ("nvrtc", args.nvrtc, 30_000)):
+        results[f"pool_{form}"] = pooled(pool, tasks, variants(form, count, stamp + offset, args.per_task))
+        row = results[f"pool_{form}"]
+        print(f"pool {form}: {row['candidates']} candidates ({row['passed']} passed) in {row['wall_s']:.1f} s",
+              flush=True)
+        results["pool_stats"] = pool.stats()
+        save()
     pool.shutdown()
     ray.shutdown()
 
+
+def print_table(results: dict) -> None:
     print(f"\n{'format':8s} {'arm':8s} {'candidates':>10s} {'passed':>7s} {'wall s':>8s} {'per hour':>9s} {'vs serial':>10s}")
     for form in ("inline", "nvrtc"):
-        serial, pool_row = results[f"serial_{form}"], results[f"pool_{form}"]
-        ratio = pool_row["per_hour"] / serial["per_hour"]
-        results[f"ratio_{form}"] = ratio
-        for arm, row, shown in (("serial", serial, "1.00x"), ("pool", pool_row, f"{ratio:.2f}x")):
-            print(f"{form:8s} {arm:8s} {row['candidates']:10d} {row['passed']:7d} {row['wall_s']:8.1f} "
-                  f"{row['per_hour']:9.0f} {shown:>10s}")
-    gpu = (results["machine"]["gpu"] or "cpu").replace(" ", "-")
-    out = Path(args.out or ROOT / "benchmarks" / "results" / f"pool_throughput-{results['date']}-{gpu}.json")
-    out.write_text(json.dumps(results, indent=2))
-    print(f"written {out}")
+        serial, pool_row = results.get(f"serial_{form}"), results.get(f"pool_{form}")
+        ratio = pool_row["per_hour"] / serial["per_hour"] if serial and pool_row else None
+        if ratio is not None:
+            results[f"ratio_{form}"] = ratio
+        for arm, row, shown in (("serial", serial, "1.00x"), ("pool", pool_row, f"{ratio:.2f}x" if ratio else "-")):
+            if row:
+                print(f"{form:8s} {arm:8s} {row['candidates']:10d} {row['passed']:7d} {row['wall_s']:8.1f} "
+                      f"{row['per_hour']:9.0f} {shown:>10s}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--inline", type=int, default=32)
+    parser.add_argument("--nvrtc", type=int, default=20)
+    parser.add_argument("--serial-inline", type=int, default=3)
+    parser.add_argument("--serial-nvrtc", type=int, default=5)
+    parser.add_argument("--per-task", type=int, default=4, help="candidates per task in a row (a GRPO group)")
+    parser.add_argument("--compile-workers", type=int, default=14)
+    parser.add_argument("--bench-slots", type=int, default=2)
+    parser.add_argument("--only", choices=("serial", "pool"), default=None,
+                        help="measure one arm; the other is read from --out when it is there")
+    parser.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary one)")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    import torch
+
+    tasks = {t.id: t for t in load_suite()}
+    cache = Path(args.cache or tempfile.mkdtemp(prefix="pool-bench-"))
+    cache.mkdir(parents=True, exist_ok=True)
+    stamp = int(time.time())
+    gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    out = Path(args.out or ROOT / "benchmarks" / "results" /
+               f"pool_throughput-{datetime.now(timezone.utc).date().isoformat()}-{(gpu_name or 'cpu').replace(' ', '-')}.json")
+    results: dict = json.loads(out.read_text()) if args.only and out.exists() else {}
+    results.update({"date": datetime.now(timezone.utc).date().isoformat(),
+                    "machine": {"cpus": os.cpu_count(), "gpu": gpu_name, "python": platform.python_version(),
+                                "torch": torch.__version__}})
+    results.setdefault("args", {})[args.only or "all"] = vars(args)
+
+    def save() -> None:  # after every arm, so a run cut short keeps what it measured
+        out.write_text(json.dumps(results, indent=2))
+
+    if args.only in (None, "serial"):
+        measure_serial(args, tasks, cache, stamp, results, save)
+    if args.only in (None, "pool"):
+        measure_pool(args, tasks, cache, stamp, results, save)
+    print_table(results)
+    save()
+    print(f"written {out.name}")
     return 0
 
 

@@ -136,10 +136,18 @@ class TimingConfig(_Section):
 
     budget_s: float = 5.0
     """Time budget per model; measurement ends when it is spent even if the spread is high."""
-    exclusive_gpu: bool = True
-    """Judges on one GPU take turns from the candidate's load to their exit (a file lock per GPU),
-    so candidates judged side by side on a GPU (``pool.bench_slots``, GPU fractions) never overlap
-    their GPU work; only process start-up and imports overlap."""
+
+    gpu_turns: Literal["timing", "whole", "off"] = "timing"
+    """How judges sharing a GPU (``pool.bench_slots``, GPU fractions) take turns, through a file
+    lock per GPU (``cudarl.tester.gpu_turns``). ``timing``: timed runs have the GPU to
+    themselves, correctness trials of several candidates may overlap. ``whole``: each judge has
+    the GPU alone from its first GPU work to its exit (only start-up overlaps; strictest, slower).
+    ``off``: no turns (timings of candidates judged at once disturb each other)."""
+
+    reference_reuse_s: float = Field(default=600.0, ge=0)
+    """Reuse a task's reference timing measured by an earlier judge of the same tester on the same
+    GPU for this long (seconds); the verdict says how old it is. 0: every judge times the
+    reference itself. The reference is always timed before any candidate code runs in its judge."""
 
 
 class HardeningConfig(_Section):
@@ -243,8 +251,9 @@ class PoolConfig(_Section):
     bench_workers_without_gpu: int = Field(default=1, ge=0)
     """Bench workers on a cluster without GPUs: they run the load stage only and say so."""
     bench_slots: int = Field(default=2, ge=1)
-    """Candidates a bench worker runs at once. Their GPU work takes turns (``timing.exclusive_gpu``),
-    so a second slot overlaps only the next candidate's process start-up with the GPU work."""
+    """Candidates a bench worker runs at once. They take turns on the GPU (``timing.gpu_turns``):
+    start-up and correctness trials overlap, timed runs do not. Each process's GPU memory share
+    (``sandbox.gpu_memory_fraction``) is divided among the slots unless turns are ``whole``."""
     scale_up_queue_depth: int = Field(default=2, ge=1)
     """Add a worker of a kind when its queue holds more than this many items per worker."""
     idle_s: float = Field(default=60.0, gt=0)

@@ -232,13 +232,31 @@ class Judge:
         send("stage", stage=stage, **fields)
 
 
-def hold_gpu_turn(path: str) -> None:
-    """Wait for this GPU's turn and keep it until this process exits (the kernel drops the flock
-    then, however the judge ends). Taken after the imports, before any GPU work: judges started
-    side by side overlap only their start-up. The descriptor is not inherited by the runner."""
-    import fcntl
+def gpu_turns_for(judge: Judge, job: dict):
+    """The judge's turns on its GPU (``timing.gpu_turns``), or None when it takes none. The CUDA
+    context is created first, outside any turn: that start-up overlaps other judges' work."""
+    if judge.device.type != "cuda":
+        return None
+    judge.torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])
+    judge.torch.empty(1, device=judge.device)
+    if not job.get("gpu_lock") or job["timing"]["gpu_turns"] == "off":
+        return None
+    from cudarl.tester.gpu_turns import GpuTurns
 
-    fcntl.flock(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), fcntl.LOCK_EX)  # a raw descriptor: never closed early
+    return GpuTurns(job["gpu_lock"])
+
+
+def take_turn(judge: Judge, turns, exclusive: bool, stage: str) -> None:
+    """Wait for a turn on the GPU; the wait shows in the verdict as ``<stage> (gpu turn)``.
+    Under ``whole`` the first turn is exclusive and kept to the judge's exit."""
+    if turns is None:
+        return
+    whole = judge.job["timing"]["gpu_turns"] == "whole"
+    wanted = "exclusive" if exclusive or whole else "shared"
+    if turns.held == wanted or (whole and turns.held):
+        return
+    judge.send_stage(stage, model="gpu turn")
+    turns.exclusive() if wanted == "exclusive" else turns.shared()
 
 
 def run(job: dict) -> None:
@@ -249,16 +267,23 @@ def run(job: dict) -> None:
     judge.link = link
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
-    torch = judge.torch
-    if judge.device.type == "cuda" and job.get("gpu_lock"):
-        hold_gpu_turn(job["gpu_lock"])
-    if judge.device.type == "cuda":
-        torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])
+    turns = gpu_turns_for(judge, job)
+    reused = job.get("reference_timing")
+    timed = job["timing"]["enabled"] and judge.device.type == "cuda"
+    take_turn(judge, turns, exclusive=timed and reused is None, stage="load")
+    judge.send_stage("load", model="reference")
     try:
         judge.build_reference()
     except BaseException as exc:  # noqa: BLE001
         finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
-    reference_timing = time_reference(judge, job)  # while the runner is still importing torch
+    if timed and reused is not None:
+        from cudarl.tester.verdict import TimingStats
+
+        reference_timing = (TimingStats.model_validate(reused["stats"]), judge.secret.getrandbits(40) << 20)
+        judge.hardening["notes"].append(f"reference timing reused from a judge {reused['age_s']:.0f} s earlier")
+    else:
+        reference_timing = time_reference(judge, job)  # while the runner is still importing torch
+    take_turn(judge, turns, exclusive=False, stage="load")
     judge.send_stage("load", model="candidate")
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
@@ -280,7 +305,9 @@ def run(job: dict) -> None:
         if reference_timing is not None:
             set_constants(judge, defaults, "timing")
     raise_if_patched(judge)
-    finish_timed(judge, job, reference_timing)
+    if reference_timing is not None:
+        take_turn(judge, turns, exclusive=True, stage="timing")
+    finish_timed(judge, job, reference_timing, reused["age_s"] if timed and reused is not None else 0.0)
 
 
 def set_constants(judge: Judge, constants: dict, stage: str) -> None:
@@ -313,7 +340,7 @@ def time_reference(judge: Judge, job: dict) -> tuple[object, int] | None:
     return stats, base
 
 
-def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None) -> None:
+def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None, reference_age_s: float = 0.0) -> None:
     from cudarl.tester.verdict import TimingStats
 
     torch = judge.torch
@@ -353,6 +380,7 @@ def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None) 
         "candidate": cand_stats.model_dump(), "reference": ref_stats.model_dump(),
         "speedup": ref_stats.median_ms / cand_stats.median_ms if cand_stats.median_ms > 0 else 0.0,
         "l2_flush_bytes": reply["l2_flush_bytes"], "device": torch.cuda.get_device_name(judge.device),
+        "reference_age_s": reference_age_s,
     }
     judge.link.close()
     finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)

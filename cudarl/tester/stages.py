@@ -148,3 +148,14 @@ def builder_config(config: TesterConfig, profile: dict | None) -> TesterConfig:
         return config
     return config.model_copy(update={"compile": config.compile.model_copy(
         update={"mode": profile["mode"], "arch": profile["arch"]})})
+
+
+def bench_config(config: TesterConfig, slots: int, gpu_share: float) -> TesterConfig:
+    """The tester settings of a bench worker with ``slots`` candidates at once on ``gpu_share`` of
+    a GPU. Unless judges take whole turns (``timing.gpu_turns = "whole"``), the correctness
+    trials of several candidates share the GPU, so each process's memory share is divided among
+    them: a candidate that allocates all it may cannot starve a neighbour's honest one."""
+    if config.timing.gpu_turns == "whole" or (slots == 1 and gpu_share >= 1.0):
+        return config
+    fraction = config.sandbox.gpu_memory_fraction * min(gpu_share, 1.0) / slots
+    return config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"gpu_memory_fraction": fraction})})

@@ -7,6 +7,7 @@ the pipeline stops after compiling and loading, and the verdict says which stage
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import shutil
 import tempfile
@@ -52,11 +53,13 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
 
 def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
               hidden: dict, kernel_names: list[str], cpu_correctness: bool = False,
-              inline_fast: dict | None = None, gpu_lock: str | None = None) -> dict:
+              inline_fast: dict | None = None, gpu_lock: str | None = None,
+              reference_timing: dict | None = None) -> dict:
     """The job the judge reads on stdin: paths, the secret seed, tolerances, every setting it needs.
     ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests);
     ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``); ``gpu_lock`` is the
-    file the judge locks before its GPU work (``timing.exclusive_gpu``)."""
+    file behind the judge's turns on its GPU (``timing.gpu_turns``); ``reference_timing``
+    (``{"stats", "age_s"}``) is an earlier judge's reference timing to reuse."""
     sandbox, hardening = config.sandbox, config.hardening
     return {
         "task_path": str(workdir / "reference.py"), "candidate_path": str(workdir / "candidate.py"),
@@ -70,7 +73,7 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
         "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
         "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
-        "inline_fast": inline_fast, "gpu_lock": gpu_lock,
+        "inline_fast": inline_fast, "gpu_lock": gpu_lock, "reference_timing": reference_timing,
     }
 
 
@@ -114,9 +117,12 @@ class Tester:
         # One lock file per physical GPU, beside the cache: every tester of the machine shares it.
         visible = (env.get(env.CUDA_VISIBLE_DEVICES) or "0").split(",")[0].strip() or "0"
         self.gpu_lock = (str(Path(root) / "gpu-locks" / f"gpu-{visible}.lock")
-                         if self.config.timing.exclusive_gpu else None)
+                         if self.config.timing.gpu_turns != "off" else None)
         if self.gpu_lock:
             Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
+        # Reference timings of passed verdicts, reused for timing.reference_reuse_s:
+        # task key -> (monotonic time it was measured, TimingStats as a dict).
+        self._reference_timings: dict[str, tuple[float, dict]] = {}
 
     @property
     def toolchain(self) -> Toolchain:
@@ -227,8 +233,10 @@ class Tester:
              kernel_names: list[str]) -> None:
         sandbox = self.config.sandbox
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
+        reference_key = hashlib.sha256(task.source.encode()).hexdigest()
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
-                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock)
+                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock,
+                        reference_timing=self._reusable_reference(reference_key))
 
         child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
@@ -257,6 +265,8 @@ class Tester:
                                + ("\n" + "\n".join(tail) if tail else "")]
         else:
             self._apply_result(result, verdict)
+            if verdict.timing is not None and verdict.timing.reference_age_s == 0.0 and not child.forged_messages:
+                self._reference_timings[reference_key] = (time.monotonic(), verdict.timing.reference.model_dump())
         if child.forged_messages:
             verdict.hardening = verdict.hardening or HardeningReport()
             verdict.hardening.forged_messages = child.forged_messages
@@ -266,6 +276,16 @@ class Tester:
                                    "the result channel"]
         if result is not None and result.get("outcome") == "loaded":
             verdict.skipped += [f"correctness: {_NO_GPU}", f"timing: {_NO_GPU}"]
+
+    def _reusable_reference(self, key: str) -> dict | None:
+        """An earlier judge's reference timing of this task on this GPU, if young enough."""
+        entry = self._reference_timings.get(key)
+        if entry is None:
+            return None
+        age = time.monotonic() - entry[0]
+        if age > self.config.timing.reference_reuse_s:
+            return None
+        return {"stats": entry[1], "age_s": max(age, 1e-3)}
 
     @staticmethod
     def _apply_result(result: dict, verdict: Verdict) -> None:

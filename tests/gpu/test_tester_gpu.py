@@ -4,9 +4,11 @@ timings repeat."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
-from cudarl.tester import Outcome
+from cudarl.tester import Outcome, Tester
 from tests.gpu.conftest import HONEST, source_of
 
 pytestmark = pytest.mark.gpu
@@ -61,3 +63,35 @@ def test_repeated_timing_of_one_candidate_agrees_within_3_percent(gpu_tester, ta
     spread = (max(medians) - min(medians)) / min(medians)
     print(f"vector_add medians (ms): {medians}; spread {spread:.2%}")
     assert spread < 0.03, medians
+
+
+def test_reference_timing_is_reused_within_a_tester_and_can_be_turned_off(gpu_tester, tasks, prebuilt, tmp_path):
+    first = gpu_tester.evaluate(tasks["relu"], source_of("relu", "honest"))
+    second = gpu_tester.evaluate(tasks["relu"], source_of("relu", "honest"))
+    assert first.outcome == second.outcome == Outcome.PASSED, (first.reasons, second.reasons)
+    assert second.timing.reference_age_s > 0
+    assert second.timing.reference == first.timing.reference  # the one measurement, whoever made it
+    assert any("reference timing reused" in note for note in second.hardening.notes)
+    assert "timing (reference)" not in second.stage_seconds
+    fresh = Tester(gpu_tester.config.model_copy(update={"timing": gpu_tester.config.timing.model_copy(
+        update={"reference_reuse_s": 0.0})}), cache_root=gpu_tester.cache.root.parent)
+    again = [fresh.evaluate(tasks["relu"], source_of("relu", "honest")) for _ in range(2)]
+    assert [v.timing.reference_age_s for v in again] == [0.0, 0.0]
+    assert all("timing (reference)" in v.stage_seconds for v in again)
+
+
+@pytest.mark.parametrize("turns", ["timing", "whole"])
+def test_candidates_judged_at_once_on_one_gpu_take_turns(gpu_tester, tasks, prebuilt, turns):
+    """Three judges at once on one GPU (as a bench worker's slots run them): all pass, and the
+    waits for the GPU show in their stage times."""
+    tester = Tester(gpu_tester.config.model_copy(update={"timing": gpu_tester.config.timing.model_copy(
+        update={"gpu_turns": turns, "reference_reuse_s": 0.0})}), cache_root=gpu_tester.cache.root.parent)
+    ids = ["vector_add", "softmax", "matmul"]
+    prepared = [tester.prepare(tasks[t], source_of(t, "honest")) for t in ids]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        verdicts = list(pool.map(tester.run, prepared))
+    for task_id, verdict in zip(ids, verdicts):
+        assert verdict.outcome == Outcome.PASSED, (task_id, verdict.reasons)
+        print(task_id, turns, {k: round(v, 2) for k, v in verdict.stage_seconds.items()})
+    waits = [sum(s for k, s in v.stage_seconds.items() if "(gpu turn)" in k) for v in verdicts]
+    assert max(waits) > 0.5, f"no judge waited for its turn: {waits}"
