@@ -87,7 +87,14 @@ def pooled(pool, tasks: dict, candidates: list[Candidate]) -> dict:
     failed = {v.candidate_id: v.reasons[:1] for v in verdicts if v.outcome != Outcome.PASSED}
     return {"candidates": len(verdicts), "wall_s": wall, "per_hour": 3600 * len(verdicts) / wall,
             "passed": len(verdicts) - len(failed), "failed": failed,
-            "bench_s_median": sorted(v.stage_seconds.get("run", 0) for v in verdicts)[len(verdicts) // 2]}
+            "stage_s_median": stage_medians(verdicts)}
+
+
+def stage_medians(verdicts: list) -> dict[str, float]:
+    """Median seconds per stage over the verdicts (the judge's stages, its waits for GPU turns)."""
+    names = {name for v in verdicts for name in v.stage_seconds}
+    return {name: round(sorted(v.stage_seconds.get(name, 0.0) for v in verdicts)[len(verdicts) // 2], 3)
+            for name in sorted(names)}
 
 
 def measure_serial(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
