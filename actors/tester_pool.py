@@ -33,7 +33,7 @@ from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.pool_records import (PoolItem, PoolWorker, kind_load, latency_summary, pool_verdict,
                                          workers_summary)
-from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, scale_target
+from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, pool_targets
 from cudarl.tester.stages import ArtifactError, bench_config, builder_config, judgement_key
 from cudarl.tester.verdict import Outcome, Stage, Verdict
 
@@ -217,7 +217,7 @@ class TesterPool:
         if worker.retiring:
             return
         if worker.kind == BENCH:
-            self._note_bench(worker.info)
+            self._note_bench(worker)
         loop = asyncio.get_running_loop()
         worker.loops += [loop.create_task(self._serve(worker)) for _ in range(worker.slots - 1)]
         await self._serve(worker)
@@ -325,8 +325,11 @@ class TesterPool:
             worker = PoolWorker(kind, number, handle)
         else:
             gpus = self.settings.gpus_per_bench_worker if self.cluster["GPU"] > 0 else 0.0
+            # Placed by its GPU alone: its candidates' processes are not Ray tasks anyway, and a
+            # GPU node whose CPUs compile workers took must still get its bench workers.
+            cpus = 0 if gpus else 1
             tester = bench_config(self.config.tester, self.settings.bench_slots, self.settings.gpus_per_bench_worker)
-            handle = BenchWorkerActor.options(num_cpus=1, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
+            handle = BenchWorkerActor.options(num_cpus=cpus, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
                 tester.model_dump(mode="json"))
             worker = PoolWorker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
         self.workers[kind].append(worker)
@@ -357,15 +360,24 @@ class TesterPool:
         self._drop(worker)
         self._spawn(worker.kind)
 
-    def _note_bench(self, info: dict) -> None:
-        """Compile workers build for the bench workers' GPU; a new profile retires the old builders."""
+    def _note_bench(self, worker: PoolWorker) -> None:
+        """Compile workers build for the bench workers' GPU; a new profile retires the old builders.
+        A worker given a GPU share on which torch sees no CUDA still sets the profile when there
+        is none (its candidates are only loaded; stats' last_error says why), or nothing would
+        ever be built."""
+        info = worker.info
         profile = {"mode": info["mode"], "arch": info["arch"]}
-        if info["has_gpu"] and profile != self.compile_profile:
+        if not info["has_gpu"]:
+            if worker.gpus == 0 or self.compile_profile is not None:
+                return
+            self.last_error = (f"bench worker {worker.number} holds {worker.gpus:g} GPU but torch sees no CUDA on "
+                               f"its node: candidates are built in {info['mode']} mode and only loaded")
+        if profile != self.compile_profile:
             self.compile_profile = profile
-            for worker in list(self.workers[COMPILE]):
-                worker.retiring = True
-                if not worker.busy:
-                    self._drop(worker)
+            for builder in list(self.workers[COMPILE]):
+                builder.retiring = True
+                if not builder.busy:
+                    self._drop(builder)
             self._rescale()
 
     # ----- scaling -----------------------------------------------------------------------
@@ -396,20 +408,18 @@ class TesterPool:
             for worker in list(self.workers[BENCH]):
                 if worker.gpus == 0 and not worker.busy:
                     self._drop(worker)
+        bench_cpus = 0.0 if self.cluster["GPU"] > 0 else float(bench.high)
         self.bounds[COMPILE] = self.manual[COMPILE] or compile_bounds(
-            s.min_compile_workers, s.max_compile_workers, self.cluster["CPU"], bench.high, s.compile_worker_cpus)
-        waiting_for_profile = self.cluster["GPU"] > 0 and self.compile_profile is None
-        for kind in (BENCH, COMPILE):
-            members = [w for w in self.workers[kind] if not w.retiring]
-            target = scale_target(kind_load(members, self.queues[kind].qsize()), self.bounds[kind], s.scale_up_queue_depth, s.idle_s)
-            if kind == BENCH and waiting_for_profile and self.queues[COMPILE].qsize():
-                target = max(target, 1)  # compile workers wait for a bench worker's GPU profile
-            if kind == COMPILE and waiting_for_profile:
-                target = 0 if not members else len(members)  # first learn what to build for
-            for _ in range(target - len(members)):
+            s.min_compile_workers, s.max_compile_workers, self.cluster["CPU"], bench_cpus, s.compile_worker_cpus)
+        members = {kind: [w for w in self.workers[kind] if not w.retiring] for kind in (BENCH, COMPILE)}
+        loads = {kind: kind_load(members[kind], self.queues[kind].qsize()) for kind in (BENCH, COMPILE)}
+        targets = pool_targets(loads[BENCH], loads[COMPILE], self.bounds[BENCH], self.bounds[COMPILE],
+                               s.scale_up_queue_depth, s.idle_s, self.cluster["GPU"] > 0 and self.compile_profile is None)
+        for kind, target in zip((BENCH, COMPILE), targets):
+            for _ in range(target - len(members[kind])):
                 self._spawn(kind)
-            idle = sorted((w for w in members if not w.busy), key=lambda w: w.idle_since)
-            for worker in idle[:max(0, len(members) - target)]:
+            idle = sorted((w for w in members[kind] if not w.busy), key=lambda w: w.idle_since)
+            for worker in idle[:max(0, len(members[kind]) - target)]:
                 self._drop(worker)
             if self.metrics:
                 self.metrics.queue_depth.set(self.queues[kind].qsize(), tags={"stage": kind})

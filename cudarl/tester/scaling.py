@@ -43,10 +43,24 @@ def scale_target(load: KindLoad, bounds: Bounds, per_worker_depth: int, idle_s: 
     return bounds.clamp(target)
 
 
-def compile_bounds(low: int, high: int, cluster_cpus: float, bench_workers: int, worker_cpus: float) -> Bounds:
-    """Compile worker limits: ``high`` 0 means one per CPU left after the bench workers (one CPU each)."""
+def pool_targets(bench: KindLoad, compile: KindLoad, bench_limits: Bounds, compile_limits: Bounds,
+                 per_worker_depth: int, idle_s: float, waiting_for_profile: bool) -> tuple[int, int]:
+    """(bench, compile) worker counts to move to. ``waiting_for_profile``: the cluster has GPUs
+    but no bench worker has said what to build for yet; compile workers are then neither added
+    nor removed (they would build for the wrong GPU), and a bench worker starts if builds wait."""
+    bench_target = scale_target(bench, bench_limits, per_worker_depth, idle_s)
+    if waiting_for_profile and compile.queued:
+        bench_target = max(bench_target, 1)
+    if waiting_for_profile:
+        return bench_target, compile.workers
+    return bench_target, scale_target(compile, compile_limits, per_worker_depth, idle_s)
+
+
+def compile_bounds(low: int, high: int, cluster_cpus: float, bench_cpus: float, worker_cpus: float) -> Bounds:
+    """Compile worker limits: ``high`` 0 means one per ``worker_cpus`` of the CPUs left after the
+    bench workers' (GPU-pinned bench workers take none; GPU-less ones one each)."""
     if high <= 0:
-        high = max(1, int((cluster_cpus - bench_workers) / worker_cpus + 1e-9))
+        high = max(1, int((cluster_cpus - bench_cpus) / worker_cpus + 1e-9))
     return Bounds(min(low, high), high)
 
 

@@ -5,7 +5,7 @@ Covered: 200 submissions with duplicates and failures resolve exactly once, with
 (``max_queued`` far below the batch); stats and the exported metrics agree with what happened;
 ``ray.kill`` of a busy compile worker and of a busy bench worker loses nothing; scaling up under
 load, back down when idle, and pinned by ``scale``; the per-item deadline.
-Not covered here: GPU stages (tests/gpu/test_pool_gpu.py), nodes joining (test_pool_nodes.py).
+Not covered here: GPU stages (tests/gpu/test_pool_gpu.py), nodes joining (test_pool_multinode.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
 from cudarl.tester.compile import CompileCache
-from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, scale_target
+from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, pool_targets, scale_target
 from cudarl.tester.stages import ArtifactError, install_artifact, judgement_key, pack_artifact
 from cudarl.tester.verdict import CompileReport, Outcome, Stage, Verdict
 
@@ -64,11 +64,23 @@ def test_target_is_clamped_into_bounds():
 
 
 def test_compile_bounds_automatic_high_from_cpus_left_after_bench_workers():
-    assert compile_bounds(0, 0, cluster_cpus=16, bench_workers=4, worker_cpus=2) == Bounds(0, 6)
-    assert compile_bounds(1, 0, cluster_cpus=16, bench_workers=3, worker_cpus=4) == Bounds(1, 3)
-    assert compile_bounds(0, 0, cluster_cpus=2, bench_workers=4, worker_cpus=1) == Bounds(0, 1)
-    assert compile_bounds(0, 5, cluster_cpus=64, bench_workers=0, worker_cpus=1) == Bounds(0, 5)
-    assert compile_bounds(9, 0, cluster_cpus=8, bench_workers=0, worker_cpus=2) == Bounds(4, 4)
+    assert compile_bounds(0, 0, cluster_cpus=16, bench_cpus=4, worker_cpus=2) == Bounds(0, 6)
+    assert compile_bounds(1, 0, cluster_cpus=16, bench_cpus=3, worker_cpus=4) == Bounds(1, 3)
+    assert compile_bounds(0, 0, cluster_cpus=2, bench_cpus=4, worker_cpus=1) == Bounds(0, 1)
+    assert compile_bounds(0, 5, cluster_cpus=64, bench_cpus=0, worker_cpus=1) == Bounds(0, 5)
+    assert compile_bounds(9, 0, cluster_cpus=8, bench_cpus=0, worker_cpus=2) == Bounds(4, 4)
+
+
+def test_compile_workers_hold_still_until_a_bench_worker_says_what_to_build_for():
+    idle_bench = KindLoad(workers=0, busy=0, queued=0)
+    builds_waiting = KindLoad(workers=0, busy=0, queued=5)
+    # waiting for the profile: no compile worker starts, a bench worker does (builds are waiting)
+    assert pool_targets(idle_bench, builds_waiting, Bounds(0, 1), Bounds(1, 4), 2, 60, True) == (1, 0)
+    # existing compile workers are neither added to nor removed
+    three = KindLoad(workers=3, busy=0, queued=9, idle_seconds=(99.0, 99.0, 99.0))
+    assert pool_targets(idle_bench, three, Bounds(0, 1), Bounds(0, 8), 2, 60, True) == (1, 3)
+    # once it is known, both kinds scale on their own load
+    assert pool_targets(idle_bench, builds_waiting, Bounds(0, 1), Bounds(1, 4), 2, 60, False) == (0, 3)
 
 
 def test_bench_bounds_automatic_high_from_gpus_or_without_gpu():
