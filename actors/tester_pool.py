@@ -275,7 +275,8 @@ class TesterPool:
     async def _bench(self, worker: PoolWorker, item: PoolItem) -> bool:
         started = time.monotonic()
         ref = worker.handle.judge.remote(item.task, item.candidate, item.compiled, [item.artifact])
-        deadline = self.config.tester.sandbox.timeout_s + self.settings.deadline_grace_s
+        tester = self.config.tester  # a judge's waits for GPU turns do not count against its time limit
+        deadline = tester.sandbox.timeout_s + tester.timing.gpu_turn_wait_s + self.settings.deadline_grace_s
         verdict = await self._await(worker, item, ref, deadline, Stage.LOAD)
         if verdict is None:
             return not worker.retiring
@@ -408,7 +409,9 @@ class TesterPool:
             for worker in list(self.workers[BENCH]):
                 if worker.gpus == 0 and not worker.busy:
                     self._drop(worker)
-        bench_cpus = 0.0 if self.cluster["GPU"] > 0 else float(bench.high)
+        # Automatic compile maxima leave a CPU per bench slot for the judges (GPU-pinned bench
+        # actors reserve none themselves) or per GPU-less bench actor (one each).
+        bench_cpus = float(bench.high * (s.bench_slots if self.cluster["GPU"] > 0 else 1))
         self.bounds[COMPILE] = self.manual[COMPILE] or compile_bounds(
             s.min_compile_workers, s.max_compile_workers, self.cluster["CPU"], bench_cpus, s.compile_worker_cpus)
         members = {kind: [w for w in self.workers[kind] if not w.retiring] for kind in (BENCH, COMPILE)}

@@ -141,8 +141,14 @@ class TimingConfig(_Section):
     """How judges sharing a GPU (``pool.bench_slots``, GPU fractions) take turns, through a file
     lock per GPU (``cudarl.tester.gpu_turns``). ``timing``: timed runs have the GPU to
     themselves, correctness trials of several candidates may overlap. ``whole``: each judge has
-    the GPU alone from its first GPU work to its exit (only start-up overlaps; strictest, slower).
+    the GPU alone from just after creating its CUDA context to its exit (only start-up overlaps,
+    and no other candidate's code is loaded meanwhile; strictest, slower).
     ``off``: no turns (timings of candidates judged at once disturb each other)."""
+
+    gpu_turn_wait_s: float = Field(default=600.0, gt=0)
+    """Most time a judge may wait for its turns on the GPU. Waiting does not count against
+    ``sandbox.timeout_s`` (neighbours holding the GPU are not the candidate's fault); past this
+    the verdict is ``harness_error`` (not cached by the pool), never the candidate's timeout."""
 
     reference_reuse_s: float = Field(default=600.0, ge=0)
     """Reuse a task's reference timing measured by an earlier judge of the same tester on the same

@@ -11,11 +11,16 @@ readers-writer lock between processes, built from two ``flock`` files next to ea
   stops new shared holders from entering and is not starved by a stream of them.
 
 The kernel drops a process's locks when it exits, however it ends, so a crashed judge never
-blocks the GPU. Descriptors are opened non-inheritable: the candidate's process never holds them.
+blocks the GPU. Descriptors are opened non-inheritable and after the runner has started: the
+candidate's process never inherits them. The files are named per host (a cache folder shared
+between machines must not make their GPUs wait on each other).
 
-Not covered: work a candidate leaves running on the GPU after its judge has moved on (a kernel on
-a side stream outliving its trial) still overlaps the next exclusive turn; ``timing.gpu_turns =
-"whole"`` keeps the GPU exclusive from the first GPU call to the judge's exit when that matters.
+Not covered: candidate code of other judges is loaded while one judge times: work it keeps
+running on the GPU (a thread, a child process, a kernel outliving its trial) overlaps that
+exclusive turn. A candidate can also open the lock files itself (same user) and hold the gate:
+judges then wait up to ``timing.gpu_turn_wait_s`` and get ``harness_error``, never a verdict
+against their candidate. ``timing.gpu_turns = "whole"`` keeps the GPU exclusive from the first
+turn to the judge's exit (no other candidate code is loaded meanwhile) when that matters.
 """
 
 from __future__ import annotations

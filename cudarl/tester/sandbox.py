@@ -46,6 +46,10 @@ class ChildLimits:
     isolate_network: bool = True
     isolate_pids: bool = True
     max_processes: int = 64
+    turn_wait_s: float = 0.0
+    """Most seconds the child may spend waiting for GPU turns (signed ``stage`` messages whose
+    ``model`` is ``"gpu turn"``) without them counting against ``timeout_s``: a judge queued
+    behind its neighbours is not the candidate's fault. Past it: ``turn_wait_exceeded``."""
 
     @classmethod
     def from_config(cls, sandbox) -> "ChildLimits":
@@ -69,6 +73,7 @@ class ChildOutcome:
     messages: list[dict] = field(default_factory=list)
     forged_messages: int = 0
     processes_exceeded: bool = False
+    turn_wait_exceeded: bool = False  # waited longer than ChildLimits.turn_wait_s for GPU turns
 
     def last(self, event: str) -> dict | None:
         """The last message of one kind (e.g. ``result``), if the child sent it."""
@@ -114,6 +119,13 @@ class _MessageReader(threading.Thread):
         self.key = key
         self.messages: list[dict] = []
         self.forged = 0
+        self._turn_waited = 0.0
+        self._turn_since: float | None = None
+
+    def turn_wait_s(self) -> float:
+        """Seconds the child has said (signed) it spent waiting for a GPU turn, so far."""
+        since = self._turn_since
+        return self._turn_waited + (time.monotonic() - since if since is not None else 0.0)
 
     def run(self) -> None:
         total = 0
@@ -132,6 +144,12 @@ class _MessageReader(threading.Thread):
                     self.forged += 1
                     continue
                 self.messages.append(message)
+                now = time.monotonic()
+                if self._turn_since is not None:
+                    self._turn_waited += now - self._turn_since
+                    self._turn_since = None
+                if self.key is not None and message.get("event") == "stage" and message.get("model") == "gpu turn":
+                    self._turn_since = now
 
 
 def _proportional_bytes(process: psutil.Process) -> int:
@@ -267,12 +285,16 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
     except (BrokenPipeError, OSError):
         pass  # the child died before reading its job; its exit status tells why
 
-    timed_out = memory_exceeded = processes_exceeded = False
+    timed_out = memory_exceeded = processes_exceeded = turn_wait_exceeded = False
     polls = 0
     watched = psutil.Process(process.pid)
     limit_bytes = limits.memory_limit_mb << 20
     while process.poll() is None:
-        if time.monotonic() - started_at > limits.timeout_s:
+        waited = messages.turn_wait_s()
+        if waited > limits.turn_wait_s:
+            turn_wait_exceeded = True
+            break
+        if time.monotonic() - started_at - waited > limits.timeout_s:
             timed_out = True
             break
         processes = _group_processes(watched)
@@ -292,7 +314,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         thread.join(timeout=5)
     code = process.returncode
     signal_name = signal.Signals(-code).name if code is not None and code < 0 else None
-    if timed_out or memory_exceeded or processes_exceeded:
+    if timed_out or memory_exceeded or processes_exceeded or turn_wait_exceeded:
         signal_name = "SIGKILL"
     return ChildOutcome(
         exit_code=None if code is None or code < 0 else code,
@@ -306,6 +328,7 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
         messages=list(messages.messages),
         forged_messages=messages.forged,
         processes_exceeded=processes_exceeded,
+        turn_wait_exceeded=turn_wait_exceeded,
     )
 
 

@@ -57,8 +57,8 @@ def pool_targets(bench: KindLoad, compile: KindLoad, bench_limits: Bounds, compi
 
 
 def compile_bounds(low: int, high: int, cluster_cpus: float, bench_cpus: float, worker_cpus: float) -> Bounds:
-    """Compile worker limits: ``high`` 0 means one per ``worker_cpus`` of the CPUs left after the
-    bench workers' (GPU-pinned bench workers take none; GPU-less ones one each)."""
+    """Compile worker limits: ``high`` 0 means one per ``worker_cpus`` of the CPUs left after
+    ``bench_cpus`` (what the pool keeps for bench workers and their judges)."""
     if high <= 0:
         high = max(1, int((cluster_cpus - bench_cpus) / worker_cpus + 1e-9))
     return Bounds(min(low, high), high)

@@ -7,9 +7,11 @@ the pipeline stops after compiling and loading, and the verdict says which stage
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -27,7 +29,7 @@ from cudarl.tester.static_rules import compiled_kernel_names
 from cudarl.tester.sandbox import ChildLimits, ChildOutcome, WarmChildren, run_child
 from cudarl.tester.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
 from cudarl.tester.verdict import (CorrectnessReport, HardeningReport, Outcome, SandboxReport, Stage, TimingReport,
-                                   Verdict)
+                                   TimingStats, Verdict)
 
 _NO_GPU = "no CUDA GPU on this machine"
 
@@ -116,7 +118,7 @@ class Tester:
         self.pch_status = "not needed yet"
         # One lock file per physical GPU, beside the cache: every tester of the machine shares it.
         visible = (env.get(env.CUDA_VISIBLE_DEVICES) or "0").split(",")[0].strip() or "0"
-        self.gpu_lock = (str(Path(root) / "gpu-locks" / f"gpu-{visible}.lock")
+        self.gpu_lock = (str(Path(root) / "gpu-locks" / f"{socket.gethostname()}-gpu-{visible}.lock")
                          if self.config.timing.gpu_turns != "off" else None)
         if self.gpu_lock:
             Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +136,8 @@ class Tester:
 
     def prepare(self, task: Task, candidate: Candidate) -> "Prepared":
         """Stages 1-2 (guard and compile). Thread-safe; callers may build many at once, then
-        ``run`` them one at a time so that timings do not disturb each other."""
+        ``run`` them, several at once if need be: their judges take turns on the GPU
+        (``timing.gpu_turns``), so timings do not disturb each other."""
         verdict = Verdict(task_id=task.id, candidate_id=candidate.id, candidate_hash=candidate.source_hash,
                           stage=Stage.GUARD, outcome=Outcome.HARNESS_ERROR)
         started = time.monotonic()
@@ -238,7 +241,11 @@ class Tester:
                         atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock,
                         reference_timing=self._reusable_reference(reference_key))
 
-        child = run_child("cudarl.tester.judge", job, ChildLimits.from_config(sandbox), cwd=workdir, key=secrets.token_bytes(32))
+        limits = ChildLimits.from_config(sandbox)
+        if self.gpu_lock:
+            limits = dataclasses.replace(limits, turn_wait_s=self.config.timing.gpu_turn_wait_s)
+        measured_at = time.monotonic()
+        child = run_child("cudarl.tester.judge", job, limits, cwd=workdir, key=secrets.token_bytes(32))
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,
                                         stderr=child.stderr, output_truncated=child.output_truncated)
@@ -248,7 +255,11 @@ class Tester:
         last_stage = child.last("stage")
         if last_stage:
             verdict.stage = Stage(last_stage["stage"])
-        if child.timed_out:
+        if child.turn_wait_exceeded:
+            verdict.outcome = Outcome.HARNESS_ERROR
+            verdict.reasons = [f"waited more than timing.gpu_turn_wait_s = {self.config.timing.gpu_turn_wait_s:.0f} s "
+                               f"for turns on the GPU {_where(child)} (other judges held it); not the candidate's fault"]
+        elif child.timed_out:
             verdict.outcome = Outcome.TIMEOUT
             verdict.reasons = [f"killed after {sandbox.timeout_s:.0f} s wall-clock {_where(child)}"]
         elif child.memory_exceeded:
@@ -266,7 +277,7 @@ class Tester:
         else:
             self._apply_result(result, verdict)
             if verdict.timing is not None and verdict.timing.reference_age_s == 0.0 and not child.forged_messages:
-                self._reference_timings[reference_key] = (time.monotonic(), verdict.timing.reference.model_dump())
+                self._keep_reference(reference_key, measured_at, verdict.timing.reference)
         if child.forged_messages:
             verdict.hardening = verdict.hardening or HardeningReport()
             verdict.hardening.forged_messages = child.forged_messages
@@ -276,6 +287,15 @@ class Tester:
                                    "the result channel"]
         if result is not None and result.get("outcome") == "loaded":
             verdict.skipped += [f"correctness: {_NO_GPU}", f"timing: {_NO_GPU}"]
+
+    def _keep_reference(self, key: str, measured_at: float, stats: TimingStats) -> None:
+        """Remember a reference timing for reuse; of two young ones the faster stays (a slower
+        one may have been disturbed, e.g. by a neighbour's stray GPU work)."""
+        entry = self._reference_timings.get(key)
+        if (entry is not None and measured_at - entry[0] <= self.config.timing.reference_reuse_s
+                and entry[1]["median_ms"] <= stats.median_ms):
+            return
+        self._reference_timings[key] = (measured_at, stats.model_dump())
 
     def _reusable_reference(self, key: str) -> dict | None:
         """An earlier judge's reference timing of this task on this GPU, if young enough."""

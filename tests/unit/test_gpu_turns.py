@@ -7,7 +7,9 @@ the GPU, and the bench worker's memory share. Not covered here: judges on a GPU 
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,75 +26,106 @@ from cudarl.tester.stages import bench_config
 _HOLDER = """
 import json, sys, time
 from cudarl.tester.gpu_turns import GpuTurns
-path, kind, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
-turns = GpuTurns(path)
-asked = time.monotonic()
-getattr(turns, kind)()
-got = time.monotonic()
-print(json.dumps({"asked": asked, "got": got}), flush=True)
-time.sleep(hold)
+turns = GpuTurns(sys.argv[1])
+print(json.dumps({"asking": time.monotonic()}), flush=True)
+getattr(turns, sys.argv[2])()
+print(json.dumps({"got": time.monotonic()}), flush=True)
+sys.stdin.readline()  # hold the turn until the test says so
 print(json.dumps({"released": time.monotonic()}), flush=True)
 """
 
 
-def holder(path: Path, kind: str, hold_s: float) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), kind, str(hold_s)],
-                            stdout=subprocess.PIPE, text=True)
+class Holder:
+    """A process that takes a turn and keeps it until ``release()``."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), kind],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.times: dict = {}
+        self._read()  # "asking": started, about to ask
+
+    def _read(self) -> None:
+        self.times.update(json.loads(self.process.stdout.readline()))
+
+    def wait_for_turn(self) -> float:
+        self._read()
+        return self.times["got"]
+
+    def release(self) -> float:
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        self._read()
+        self.process.wait(timeout=30)
+        return self.times["released"]
 
 
-def times(process: subprocess.Popen) -> dict:
-    out, _ = process.communicate(timeout=30)
-    merged: dict = {}
-    for line in out.splitlines():
-        merged.update(json.loads(line))
-    return merged
+def gate_is_held(lock: Path) -> bool:
+    """Whether some judge holds the gate (one waiting for an exclusive turn does)."""
+    descriptor = os.open(f"{lock}.gate", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False
 
 
-def wait_until_holding(process: subprocess.Popen) -> dict:
-    return json.loads(process.stdout.readline())
+def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
 
 
 def test_shared_turns_overlap(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    first = holder(lock, "shared", 1.5)
-    wait_until_holding(first)
-    second = times(holder(lock, "shared", 0.0))
-    assert second["got"] - second["asked"] < 1.0, "a shared turn waited for another shared one"
-    first.wait(timeout=30)
+    first = Holder(lock, "shared")
+    first.wait_for_turn()
+    second = Holder(lock, "shared")
+    got = second.wait_for_turn()  # would block forever (test timeout) if shared turns excluded
+    assert got < first.release()
+    second.release()
 
 
 def test_exclusive_waits_for_shared_and_keeps_others_out(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    reader = holder(lock, "shared", 1.0)
-    wait_until_holding(reader)
-    writer = holder(lock, "exclusive", 1.0)
-    writer_got = wait_until_holding(writer)
-    reader_done = times(reader)
-    assert writer_got["got"] >= reader_done["released"], "the exclusive turn overlapped a shared one"
-    late = times(holder(lock, "shared", 0.0))
-    writer_done = times(writer)
-    assert late["got"] >= writer_done["released"], "a shared turn entered during an exclusive one"
+    reader = Holder(lock, "shared")
+    reader.wait_for_turn()
+    writer = Holder(lock, "exclusive")
+    wait_until(lambda: gate_is_held(lock), "the exclusive turn waits at the gate")
+    time.sleep(0.3)
+    released = reader.release()
+    assert writer.wait_for_turn() >= released, "the exclusive turn overlapped a shared one"
+    late = Holder(lock, "shared")
+    wait_until(lambda: gate_is_held(lock), "the late shared turn waits")
+    writer_released = writer.release()
+    assert late.wait_for_turn() >= writer_released, "a shared turn entered during an exclusive one"
+    late.release()
 
 
 def test_waiting_exclusive_turn_is_not_starved(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    reader = holder(lock, "shared", 1.5)
-    wait_until_holding(reader)
-    writer = holder(lock, "exclusive", 0.5)
-    time.sleep(0.5)  # the writer is now waiting at the gate
-    late_reader = holder(lock, "shared", 0.0)
-    writer_times, late_times = times(writer), times(late_reader)
-    times(reader)
-    assert late_times["got"] >= writer_times["released"], \
+    reader = Holder(lock, "shared")
+    reader.wait_for_turn()
+    writer = Holder(lock, "exclusive")
+    wait_until(lambda: gate_is_held(lock), "the exclusive turn waits at the gate")
+    late_reader = Holder(lock, "shared")  # asks after the writer: must not go first
+    time.sleep(0.5)
+    reader.release()
+    writer.wait_for_turn()
+    writer_released = writer.release()
+    assert late_reader.wait_for_turn() >= writer_released, \
         "a shared turn asked for after a waiting exclusive one went first"
+    late_reader.release()
 
 
 def test_killed_holder_frees_the_gpu(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    stuck = holder(lock, "exclusive", 600.0)
-    wait_until_holding(stuck)
-    stuck.send_signal(signal.SIGKILL)
-    stuck.wait(timeout=30)
+    stuck = Holder(lock, "exclusive")
+    stuck.wait_for_turn()
+    stuck.process.send_signal(signal.SIGKILL)
+    stuck.process.wait(timeout=30)
     turns = GpuTurns(str(lock))
     assert turns.exclusive() < 5.0
     assert turns.held == "exclusive"
@@ -115,14 +148,15 @@ def test_two_shared_holders_moving_to_exclusive_both_get_it(tmp_path: Path) -> N
         done.append("second")
         second.release()
 
-    thread = threading.Thread(target=second_times)
+    thread = threading.Thread(target=second_times, daemon=True)
     thread.start()
-    time.sleep(0.3)  # second is waiting for first's shared turn
+    wait_until(lambda: gate_is_held(Path(lock)), "second waits for first's shared turn")
     first.exclusive()
     done.append("first")
     first.release()
     thread.join(timeout=30)
-    assert done == ["second", "first"]
+    assert not thread.is_alive(), "second never got its exclusive turn"
+    assert done == ["second", "first"]  # second held the gate: it goes first
 
 
 @pytest.mark.parametrize("turns, slots, share, expected", [
