@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, OrderedDict, deque
 
 import ray
 from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError, RayTaskError
@@ -31,8 +30,8 @@ from actors.compile_worker import CompileWorkerActor
 from cudarl.config import CudarlConfig
 from cudarl.tasks.task import Task
 from cudarl.tester.candidate import Candidate
-from cudarl.tester.pool_records import (PoolItem, PoolWorker, kind_load, latency_summary, pool_verdict,
-                                         workers_summary)
+from cudarl.tester.pool_book import ItemBook, PoolTally
+from cudarl.tester.pool_records import PoolItem, PoolWorker, kind_load, pool_verdict, workers_summary
 from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, pool_targets
 from cudarl.tester.stages import ArtifactError, bench_config, builder_config, judgement_key
 from cudarl.tester.verdict import Outcome, Stage, Verdict
@@ -49,22 +48,15 @@ class TesterPool:
         self.settings = self.config.pool
         self.queues: dict[str, asyncio.Queue] = {COMPILE: asyncio.Queue(), BENCH: asyncio.Queue()}
         self.workers: dict[str, list[PoolWorker]] = {COMPILE: [], BENCH: []}
-        self.inflight: dict[str, PoolItem] = {}
-        self.judged: OrderedDict[str, Verdict] = OrderedDict()
-        self.room = asyncio.Semaphore(self.settings.max_queued)
+        self.book = ItemBook(self.settings.max_queued, self.settings.verdict_cache_size)
+        self.tally = PoolTally((COMPILE, BENCH))
         self.manual: dict[str, Bounds | None] = {COMPILE: None, BENCH: None}
         self.bounds: dict[str, Bounds] = {COMPILE: Bounds(0, 0), BENCH: Bounds(0, 0)}
-        self.counts: Counter = Counter()
-        self.outcomes: Counter = Counter()
-        self.restarts: Counter = Counter()
-        self.stage_times: dict[str, deque] = {COMPILE: deque(maxlen=2000), BENCH: deque(maxlen=2000)}
         self.compile_profile: dict | None = None  # mode and arch fixed from the bench workers
         self.cluster = {"CPU": 0.0, "GPU": 0.0}
-        self.waiting = 0
         self.started_at = time.monotonic()
         self.numbers = iter(range(1, 1 << 62))
         self.last_error = ""
-        self.metrics = None
         self.scaler: asyncio.Task | None = None
 
     # ----- the API -----------------------------------------------------------------------
@@ -72,29 +64,14 @@ class TesterPool:
     async def submit(self, task: Task, candidate: Candidate) -> Verdict:
         """The verdict for one candidate (call with ``.remote``: the caller gets a ref at once)."""
         self._ensure_started()
-        self.counts["submitted"] += 1
+        self.tally.counts["submitted"] += 1
         started = time.monotonic()
         key = judgement_key(task, candidate)
-        item, created = self.inflight.get(key), False
-        if item is None and key not in self.judged:
-            self.waiting += 1
-            try:
-                await self.room.acquire()  # backpressure: at most max_queued items being judged
-            finally:
-                self.waiting -= 1
-            item = self.inflight.get(key)  # another caller may have started or finished it meanwhile
-            if item is None and key not in self.judged:
-                item, created = self._new_item(key, task, candidate), True
-            else:
-                self.room.release()
-        if item is None:
-            self.judged.move_to_end(key)
-            verdict = self.judged[key]
-        else:
+        item, verdict, created = await self.book.claim(key, lambda: self._new_item(key, task, candidate))
+        if verdict is None:
             verdict = await asyncio.shield(item.future)
-        shared = not created
-        self._cache_lookup("verdict", shared)
-        return self._deliver(verdict, task, candidate, shared, started)
+        self.tally.cache_lookup("verdict", hit=not created)
+        return self._deliver(verdict, task, candidate, not created, started)
 
     async def submit_many(self, pairs: list[tuple[Task, Candidate]]) -> list[Verdict]:
         """All verdicts in one ref, in order (``cudarl.pool.PoolClient.submit_many`` gives one ref each)."""
@@ -104,16 +81,13 @@ class TesterPool:
         """Counts since the pool started, queue depths and workers (what ``cudarl tester stats`` prints)."""
         self._ensure_started()
         workers = {kind: workers_summary(members, self.bounds[kind], self.manual[kind] is not None,
-                                         sum(n for (k, _), n in self.restarts.items() if k == kind))
+                                         self.tally.restarts_of(kind))
                    for kind, members in self.workers.items()}
         return {"name": self.settings.name, "uptime_s": round(time.monotonic() - self.started_at, 1),
                 "cluster": dict(self.cluster), "compile_profile": self.compile_profile, "workers": workers,
                 "queued": {kind: queue.qsize() for kind, queue in self.queues.items()},
-                "in_flight": len(self.inflight), "waiting_for_room": self.waiting,
-                "counts": dict(self.counts), "verdicts": dict(self.outcomes),
-                "restarts": {f"{kind}/{reason}": n for (kind, reason), n in self.restarts.items()},
-                "stage_seconds": {kind: latency_summary(times) for kind, times in self.stage_times.items()},
-                "last_error": self.last_error}
+                "in_flight": len(self.book.inflight), "waiting_for_room": self.book.waiting,
+                **self.tally.summary(), "last_error": self.last_error}
 
     async def scale(self, compile: int | str | None = None, bench: int | str | None = None) -> dict:
         """Pin a kind to exactly N workers, or give it back to autoscaling with ``"auto"``."""
@@ -151,7 +125,6 @@ class TesterPool:
         loop = asyncio.get_running_loop()
         item = PoolItem(key, task, candidate, loop.create_future(), time.monotonic())
         item.expiry = loop.call_later(self.settings.item_deadline_s, self._expire, item)
-        self.inflight[key] = item
         self.queues[COMPILE].put_nowait(item)
         return item
 
@@ -162,21 +135,8 @@ class TesterPool:
 
     def _finish(self, item: PoolItem, verdict: Verdict, cacheable: bool = True) -> None:
         """Resolve an item exactly once; later results for it are dropped."""
-        if item.future.done():
-            return
-        item.future.set_result(verdict)
-        item.artifact = None
-        if item.expiry:
-            item.expiry.cancel()
-        if self.inflight.get(item.key) is item:
-            del self.inflight[item.key]
-        self.room.release()
-        if cacheable and verdict.outcome not in _UNCACHED and self.settings.verdict_cache_size:
-            self.judged[item.key] = verdict
-            while len(self.judged) > self.settings.verdict_cache_size:
-                self.judged.popitem(last=False)
-        if self.metrics:
-            self.metrics.stage_seconds.observe(time.monotonic() - item.submitted, tags={"stage": "item"})
+        if self.book.close(item, verdict, cacheable and verdict.outcome not in _UNCACHED):
+            self.tally.stage("item", time.monotonic() - item.submitted)
 
     def _rerun_or_fail(self, item: PoolItem, why: str) -> None:
         item.reruns += 1
@@ -185,23 +145,14 @@ class TesterPool:
             self._finish(item, pool_verdict(item, Outcome.HARNESS_ERROR, Stage.COMPILE,
                                         f"{why}; gave up after {item.reruns} runs"), cacheable=False)
         elif not item.future.done():
-            self.counts["reruns"] += 1
+            self.tally.counts["reruns"] += 1
             self.queues[COMPILE].put_nowait(item)
 
     def _deliver(self, verdict: Verdict, task: Task, candidate: Candidate, shared: bool, started: float) -> Verdict:
         mine = verdict.model_copy(deep=True, update={"task_id": task.id, "candidate_id": candidate.id, "shared": shared})
         mine.stage_seconds["pool"] = time.monotonic() - started
-        self.outcomes[mine.outcome.value] += 1
-        if self.metrics:
-            self.metrics.verdicts.inc(tags={"outcome": mine.outcome.value})
+        self.tally.verdict(mine.outcome.value)
         return mine
-
-    def _cache_lookup(self, cache: str, hit: bool) -> None:
-        self.counts[f"{cache}_cache_{'hits' if hit else 'misses'}"] += 1
-        if self.metrics:
-            self.metrics.cache.inc(tags={"cache": cache, "result": "hit" if hit else "miss"})
-            hits, misses = self.counts[f"{cache}_cache_hits"], self.counts[f"{cache}_cache_misses"]
-            self.metrics.cache_hit_ratio.set(hits / (hits + misses), tags={"cache": cache})
 
     # ----- workers -----------------------------------------------------------------------
 
@@ -260,9 +211,9 @@ class TesterPool:
         compiled = await self._await(worker, item, record, deadline, Stage.COMPILE)
         if compiled is None:
             return not worker.retiring
-        self._observe(COMPILE, time.monotonic() - started)
+        self.tally.stage(COMPILE, time.monotonic() - started)
         if compiled.verdict.compile is not None:
-            self._cache_lookup("compile", compiled.verdict.compile.cached)
+            self.tally.cache_lookup("compile", compiled.verdict.compile.cached)
         if item.future.done():
             return True  # expired while it compiled
         if not compiled.ready:
@@ -280,7 +231,7 @@ class TesterPool:
         verdict = await self._await(worker, item, ref, deadline, Stage.LOAD)
         if verdict is None:
             return not worker.retiring
-        self._observe(BENCH, time.monotonic() - started)
+        self.tally.stage(BENCH, time.monotonic() - started)
         healthy, why = True, ""
         if verdict.outcome in (Outcome.CUDA_ERROR, Outcome.CRASHED, Outcome.TIMEOUT):
             try:
@@ -355,9 +306,7 @@ class TesterPool:
     def _replace(self, worker: PoolWorker, reason: str) -> None:
         if worker not in self.workers[worker.kind]:
             return  # another slot of this worker already replaced it
-        self.restarts[(worker.kind, reason)] += 1
-        if self.metrics:
-            self.metrics.restarts.inc(tags={"kind": worker.kind, "reason": reason})
+        self.tally.restart(worker.kind, reason)
         self._drop(worker)
         self._spawn(worker.kind)
 
@@ -385,9 +334,7 @@ class TesterPool:
 
     def _ensure_started(self) -> None:
         if self.scaler is None:
-            from cudarl.metrics import TesterMetrics
-
-            self.metrics = TesterMetrics(self.settings.name)
+            self.tally.start(self.settings.name)
             self.scaler = asyncio.get_running_loop().create_task(self._scale_forever())
 
     async def _scale_forever(self) -> None:
@@ -424,14 +371,7 @@ class TesterPool:
             idle = sorted((w for w in members[kind] if not w.busy), key=lambda w: w.idle_since)
             for worker in idle[:max(0, len(members[kind]) - target)]:
                 self._drop(worker)
-            if self.metrics:
-                self.metrics.queue_depth.set(self.queues[kind].qsize(), tags={"stage": kind})
-                self.metrics.workers.set(len(self.workers[kind]), tags={"kind": kind})
-
-    def _observe(self, stage: str, seconds: float) -> None:
-        self.stage_times[stage].append(seconds)
-        if self.metrics:
-            self.metrics.stage_seconds.observe(seconds, tags={"stage": stage})
+            self.tally.gauges(kind, self.queues[kind].qsize(), len(self.workers[kind]))
 
 
 TesterPoolActor = ray.remote(num_cpus=0, max_concurrency=100000, max_restarts=0)(TesterPool)

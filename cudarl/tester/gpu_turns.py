@@ -28,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 
 
 class GpuTurns:
@@ -35,12 +36,22 @@ class GpuTurns:
     gives up what the judge held (flock cannot convert a lock atomically, and two shared holders
     both asking for exclusive would otherwise wait on each other forever)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, mode: str = "timing") -> None:
+        self.whole = mode == "whole"  # the first turn is exclusive and kept to the judge's exit
         flags = os.O_RDWR | os.O_CREAT
         self._lock = os.open(path, flags, 0o600)
         self._gate = os.open(path + ".gate", flags, 0o600)
         self.held: str | None = None
         self.waited_s = 0.0  # total time spent waiting for turns
+
+    def take(self, exclusive: bool, before_waiting: Callable[[], None] = lambda: None) -> None:
+        """The turn a step needs (exclusive to time, shared otherwise; under ``whole`` always the
+        first, exclusive one); ``before_waiting`` runs only when a new turn must be taken."""
+        wanted = "exclusive" if exclusive or self.whole else "shared"
+        if self.held == wanted or (self.whole and self.held):
+            return
+        before_waiting()
+        self.exclusive() if wanted == "exclusive" else self.shared()
 
     def shared(self) -> float:
         """Take a shared turn; returns the seconds waited."""

@@ -20,18 +20,15 @@ import argparse
 import json
 import os
 import random
-import secrets
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cudarl.tester import channel
 from cudarl.tester.child import describe_exception, make_inputs
+from cudarl.tester.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
 
 _RESULTS = channel.ResultWriter(-1)  # the signed result pipe, set up in main()
-_CHANNEL_TAG = "[channel]"
 _RUNNER_FAILURES = {"runtime_error", "cuda_error", "memory_limit", "load_error", "crashed", "resource_limit"}
 
 
@@ -42,74 +39,6 @@ def send(event: str, **fields) -> None:
 def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
     """Sign and send the result; the runner and anything it started are killed; exit."""
     _RESULTS.finish(outcome, stage, reasons, **fields)
-
-
-class RunnerGone(Exception):
-    pass
-
-
-class RunnerLink:
-    """The judge's end of the runner: requests with fresh nonces, replies checked against them."""
-
-    def __init__(self, isolate_pids: bool, warm_profiler: bool = False) -> None:
-        from cudarl.tester.isolation import become_subreaper
-
-        self.subreaper = become_subreaper() if isolate_pids else False
-        request_read, self.request_write = os.pipe()
-        self.reply_read, reply_write = os.pipe()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write)]
-            + (["--warm-profiler"] if warm_profiler else []),
-            stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
-        os.close(request_read)
-        os.close(reply_write)
-
-    def ask(self, op: str, stage: str, **fields) -> tuple[dict, list[bytes]]:
-        nonce = secrets.token_hex(16)
-        try:
-            channel.write_frame(self.request_write, {"op": op, "nonce": nonce, "stage": stage, **fields})
-            reply, blobs = channel.read_frame(self.reply_read)
-        except (EOFError, BrokenPipeError) as exc:
-            raise RunnerGone(str(exc)) from exc
-        except channel.ChannelError as exc:
-            finish("rejected", stage, [f"{_CHANNEL_TAG} the runner sent a frame the harness did not write: {exc}"])
-        if reply.get("nonce") != nonce or reply.get("op") != op:
-            finish("rejected", stage, [f"{_CHANNEL_TAG} a reply without the request's nonce arrived (forged message)"])
-        return reply, blobs
-
-    def death(self) -> tuple[str, str]:
-        """(outcome, reason) once the runner is gone."""
-        try:
-            code = self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        if code == -signal.SIGXFSZ:
-            return "resource_limit", "the candidate wrote a file larger than the file size limit (SIGXFSZ)"
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        return "crashed", f"the candidate's process {how} without answering"
-
-    def close(self) -> None:
-        try:
-            channel.write_frame(self.request_write, {"op": "quit", "nonce": ""})
-        except OSError:
-            pass
-
-
-def _outputs_from(reply: dict, blobs: list[bytes], device) -> tuple[object, str]:
-    """Rebuild the runner's outputs; a subclass or a non-tensor is described, not rebuilt."""
-    values, cursor = [], 0
-    for meta in reply["outputs"]:
-        if meta.get("kind") == "tensor":
-            if meta.get("device", device.type) != device.type:
-                return None, f"output is on {meta.get('device')}, expected {device.type}"
-            values.append(channel.blob_to_tensor(meta, blobs[cursor], device))
-            cursor += 1
-        elif meta.get("kind") == "subclass":
-            return None, f"output is a tensor subclass ({meta.get('type')}); a plain torch.Tensor is required"
-        else:
-            values.append(meta.get("value"))
-    return (tuple(values) if reply.get("nested") else values[0]), ""
 
 
 class Judge:
@@ -150,7 +79,7 @@ class Judge:
         """The runner's outputs (as rebuilt from its reply) against the judge's expected ones."""
         from cudarl.tester import correctness
 
-        output, problem = _outputs_from(reply, blobs, self.device)
+        output, problem = outputs_from(reply, blobs, self.device)
         if problem:
             return correctness.Comparison(False, problem)
         return correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"])
@@ -164,17 +93,19 @@ class Judge:
         except RunnerGone:
             outcome, reason = self.link.death()
             self.fail(outcome, stage, [f"{reason} (during {stage})"])
+        except ForgedReply as exc:
+            finish("rejected", stage, [str(exc)])
         if not reply.get("ok"):
             outcome = reply.get("outcome")
             if outcome not in _RUNNER_FAILURES:  # the runner may only report failures, never a pass
-                self.fail("rejected", stage, [f"{_CHANNEL_TAG} the runner reported outcome {outcome!r}"])
+                self.fail("rejected", stage, [f"{CHANNEL_TAG} the runner reported outcome {outcome!r}"])
             self.fail(outcome, stage, [str(r) for r in reply.get("reasons", [])][:5])
         return reply, blobs
 
     def problems_verdict(self, problems: list[str], stage: str, label: str) -> None:
         for problem in problems:
             tag = problem.split("]")[0] + "]" if problem.startswith("[") else ""
-            if tag in ("[alias]", "[thread]", "[patched]", _CHANNEL_TAG):
+            if tag in ("[alias]", "[thread]", "[patched]", CHANNEL_TAG):
                 self.fail("rejected", stage, [f"{label}: {problem}"])
         if problems:
             self.fail("incorrect", stage, [f"{label}: {problems[0]}"])
@@ -243,20 +174,26 @@ def gpu_turns_for(judge: Judge, job: dict):
         return None
     from cudarl.tester.gpu_turns import GpuTurns
 
-    return GpuTurns(job["gpu_lock"])
+    return GpuTurns(job["gpu_lock"], job["timing"]["gpu_turns"])
 
 
 def take_turn(judge: Judge, turns, exclusive: bool, stage: str) -> None:
-    """Wait for a turn on the GPU; the wait shows in the verdict as ``<stage> (gpu turn)``.
-    Under ``whole`` the first turn is exclusive and kept to the judge's exit."""
-    if turns is None:
-        return
-    whole = judge.job["timing"]["gpu_turns"] == "whole"
-    wanted = "exclusive" if exclusive or whole else "shared"
-    if turns.held == wanted or (whole and turns.held):
-        return
-    judge.send_stage(stage, model="gpu turn")
-    turns.exclusive() if wanted == "exclusive" else turns.shared()
+    """Wait for a turn on the GPU (if any); the wait shows in the verdict as ``<stage> (gpu turn)``
+    and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
+    if turns is not None:
+        turns.take(exclusive, lambda: judge.send_stage(stage, model="gpu turn"))
+
+
+def reference_for(judge: Judge, job: dict, timed: bool) -> tuple[tuple[object, int] | None, float]:
+    """(reference timing, its age in seconds): an earlier judge's when the tester passed one in,
+    else timed here (age 0; None when nothing is timed)."""
+    reused = job.get("reference_timing")
+    if not timed or reused is None:
+        return time_reference(judge, job), 0.0  # while the runner is still importing torch
+    from cudarl.tester.verdict import TimingStats
+
+    judge.hardening["notes"].append(f"reference timing reused from a judge {reused['age_s']:.0f} s earlier")
+    return (TimingStats.model_validate(reused["stats"]), judge.secret.getrandbits(40) << 20), reused["age_s"]
 
 
 def run(job: dict) -> None:
@@ -268,21 +205,14 @@ def run(job: dict) -> None:
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
     turns = gpu_turns_for(judge, job)
-    reused = job.get("reference_timing")
     timed = job["timing"]["enabled"] and judge.device.type == "cuda"
-    take_turn(judge, turns, exclusive=timed and reused is None, stage="load")
+    take_turn(judge, turns, exclusive=timed and job.get("reference_timing") is None, stage="load")
     judge.send_stage("load", model="reference")
     try:
         judge.build_reference()
     except BaseException as exc:  # noqa: BLE001
         finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
-    if timed and reused is not None:
-        from cudarl.tester.verdict import TimingStats
-
-        reference_timing = (TimingStats.model_validate(reused["stats"]), judge.secret.getrandbits(40) << 20)
-        judge.hardening["notes"].append(f"reference timing reused from a judge {reused['age_s']:.0f} s earlier")
-    else:
-        reference_timing = time_reference(judge, job)  # while the runner is still importing torch
+    reference_timing, reference_age_s = reference_for(judge, job, timed)
     take_turn(judge, turns, exclusive=False, stage="load")
     judge.send_stage("load", model="candidate")
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
@@ -307,7 +237,7 @@ def run(job: dict) -> None:
     raise_if_patched(judge)
     if reference_timing is not None:
         take_turn(judge, turns, exclusive=True, stage="timing")
-    finish_timed(judge, job, reference_timing, reused["age_s"] if timed and reused is not None else 0.0)
+    finish_timed(judge, job, reference_timing, reference_age_s)
 
 
 def set_constants(judge: Judge, constants: dict, stage: str) -> None:

@@ -78,6 +78,15 @@ def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def reader_and_waiting_writer(lock: Path) -> tuple[Holder, Holder]:
+    """A holder of a shared turn, and one waiting (at the gate) for an exclusive turn."""
+    reader = Holder(lock, "shared")
+    reader.wait_for_turn()
+    writer = Holder(lock, "exclusive")
+    wait_until(lambda: gate_is_held(lock), "the exclusive turn waits at the gate")
+    return reader, writer
+
+
 def test_shared_turns_overlap(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
     first = Holder(lock, "shared")
@@ -90,10 +99,7 @@ def test_shared_turns_overlap(tmp_path: Path) -> None:
 
 def test_exclusive_waits_for_shared_and_keeps_others_out(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    reader = Holder(lock, "shared")
-    reader.wait_for_turn()
-    writer = Holder(lock, "exclusive")
-    wait_until(lambda: gate_is_held(lock), "the exclusive turn waits at the gate")
+    reader, writer = reader_and_waiting_writer(lock)
     time.sleep(0.3)
     released = reader.release()
     assert writer.wait_for_turn() >= released, "the exclusive turn overlapped a shared one"
@@ -106,10 +112,7 @@ def test_exclusive_waits_for_shared_and_keeps_others_out(tmp_path: Path) -> None
 
 def test_waiting_exclusive_turn_is_not_starved(tmp_path: Path) -> None:
     lock = tmp_path / "gpu-0.lock"
-    reader = Holder(lock, "shared")
-    reader.wait_for_turn()
-    writer = Holder(lock, "exclusive")
-    wait_until(lambda: gate_is_held(lock), "the exclusive turn waits at the gate")
+    reader, writer = reader_and_waiting_writer(lock)
     late_reader = Holder(lock, "shared")  # asks after the writer: must not go first
     time.sleep(0.5)
     reader.release()
@@ -165,3 +168,17 @@ def test_bench_memory_share(turns: str, slots: int, share: float, expected: floa
     config = CudarlConfig.model_validate({"tester": {"timing": {"gpu_turns": turns},
                                                      "sandbox": {"gpu_memory_fraction": 0.5}}}).tester
     assert bench_config(config, slots, share).sandbox.gpu_memory_fraction == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("mode, steps, expected", [
+    ("timing", [True, False, False, True], ["exclusive", "shared", "shared", "exclusive"]),
+    ("whole", [False, True, False], ["exclusive", "exclusive", "exclusive"])])
+def test_take_gives_each_step_its_turn(tmp_path: Path, mode: str, steps: list[bool], expected: list[str]) -> None:
+    turns = GpuTurns(str(tmp_path / "gpu-0.lock"), mode)
+    waits: list[str] = []
+    held = []
+    for exclusive in steps:
+        turns.take(exclusive, lambda: waits.append("wait"))
+        held.append(turns.held)
+    assert held == expected
+    assert len(waits) == len([1 for before, now in zip([None] + expected, expected) if before != now])
