@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import psutil
+
 from cudarl.tester.sandbox import ChildLimits, WarmChildren, run_child
 
 LIMITS = ChildLimits(timeout_s=60.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
@@ -32,13 +34,29 @@ def test_a_job_in_a_warm_child_gets_its_verdict(tmp_path):
     assert all(c.process.poll() is not None for c in [child])
 
 
+def wait_until_idle(pid: int, timeout_s: float = 120.0) -> None:
+    """Until the process has used no CPU for a second (a warm child waiting for its job), so a
+    slow machine's torch import is not mistaken for the job's time."""
+    process, deadline = psutil.Process(pid), time.monotonic() + timeout_s
+    used = sum(process.cpu_times()[:2])
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = sum(process.cpu_times()[:2])
+        if now - used < 0.01:
+            return
+        used = now
+    raise AssertionError(f"the warm child was still busy after {timeout_s:.0f} s")
+
+
 def test_the_time_limit_counts_from_the_job_not_the_start(tmp_path):
     short = ChildLimits(timeout_s=3.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
     pool = WarmChildren("cudarl.tester.child", short, tmp_path)
     try:
         pool.prime()
         time.sleep(4.0)  # longer than the limit, before any job
-        outcome = run_child("cudarl.tester.child", {"kind": "unknown"}, short, cwd=tmp_path, started=pool.take())
+        child = pool.take()
+        wait_until_idle(child.process.pid)  # its imports done: what remains is the job's own time
+        outcome = run_child("cudarl.tester.child", {"kind": "unknown"}, short, cwd=tmp_path, started=child)
         assert not outcome.timed_out and outcome.last("result")["outcome"] == "harness_error"
     finally:
         pool.close()
