@@ -122,6 +122,8 @@ def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save
     results["pool_startup_s"] = time.perf_counter() - started
     print(f"pool up and warm in {results['pool_startup_s']:.1f} s: {pool.stats()['workers']}", flush=True)
     for form, count, offset in (("inline", args.inline, 20_000), ("nvrtc", args.nvrtc, 30_000)):
+        if count == 0:
+            continue
         results[f"pool_{form}"] = pooled(pool, tasks, variants(form, count, stamp + offset, args.per_task))
         row = results[f"pool_{form}"]
         print(f"pool {form}: {row['candidates']} candidates ({row['passed']} passed) in {row['wall_s']:.1f} s",

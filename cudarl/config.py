@@ -93,6 +93,12 @@ class SandboxConfig(_Section):
     """Keep every process the candidate starts (also with setsid or a double fork) under the
     tester's child, which adopts them as a subreaper and kills them all when it finishes."""
 
+    warm_judges: int | None = None
+    """Judges kept started ahead of their candidates, each with its runner, torch and a CUDA
+    context up (``sandbox.WarmChildren``), so that a candidate does not wait seconds for them.
+    None: 2 where the tester has a GPU, 0 without one (there the judge's start is cheap and the
+    spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
+
     max_processes: int = 64
     """Most processes the child's group may hold (compilers included); above it the group is
     killed and the verdict is ``resource_limit``. Root ignores RLIMIT_NPROC, so this is a watchdog."""
@@ -151,9 +157,11 @@ class TimingConfig(_Section):
     the verdict is ``harness_error`` (not cached by the pool), never the candidate's timeout."""
 
     reference_reuse_s: float = Field(default=600.0, ge=0)
-    """Reuse a task's reference timing measured by an earlier judge of the same tester on the same
-    GPU for this long (seconds); the verdict says how old it is. 0: every judge times the
-    reference itself. The reference is always timed before any candidate code runs in its judge."""
+    """How long (seconds) a task's reference timing is reused by later judges of the same tester
+    (one GPU). The reference is timed once per task in a process of its own that never runs
+    candidate code, in an exclusive GPU turn; judges of the task in flight at the same time
+    share that one measurement (``cudarl.tester.reference_timing``). 0: share only among
+    judges in flight together. Verdicts say how old the timing was."""
 
 
 class HardeningConfig(_Section):

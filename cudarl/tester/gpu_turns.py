@@ -46,12 +46,18 @@ class GpuTurns:
 
     def take(self, exclusive: bool, before_waiting: Callable[[], None] = lambda: None) -> None:
         """The turn a step needs (exclusive to time, shared otherwise; under ``whole`` always the
-        first, exclusive one); ``before_waiting`` runs only when a new turn must be taken."""
+        first, exclusive one); ``before_waiting`` runs only when the turn cannot be had at once."""
         wanted = "exclusive" if exclusive or self.whole else "shared"
         if self.held == wanted or (self.whole and self.held):
             return
-        before_waiting()
-        self.exclusive() if wanted == "exclusive" else self.shared()
+        self._take(fcntl.LOCK_EX if wanted == "exclusive" else fcntl.LOCK_SH, wanted, before_waiting)
+
+    def pause(self) -> None:
+        """Give up a shared turn between steps (trials), so a judge waiting to time waits for
+        one step of each other judge, not for their whole correctness phase. Under ``whole``
+        nothing is given up."""
+        if self.held == "shared" and not self.whole:
+            self.release()
 
     def shared(self) -> float:
         """Take a shared turn; returns the seconds waited."""
@@ -66,17 +72,35 @@ class GpuTurns:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self.held = None
 
-    def _take(self, operation: int, name: str) -> float:
+    def _take(self, operation: int, name: str, before_waiting: Callable[[], None] = lambda: None) -> float:
         if self.held == name:
             return 0.0
         self.release()
         started = time.monotonic()
-        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        if not _try(self._gate, fcntl.LOCK_EX):
+            before_waiting()
+            fcntl.flock(self._gate, fcntl.LOCK_EX)
+            before_waiting = _nothing
         try:
-            fcntl.flock(self._lock, operation)
+            if not _try(self._lock, operation):
+                before_waiting()
+                fcntl.flock(self._lock, operation)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.held = name
         waited = time.monotonic() - started
         self.waited_s += waited
         return waited
+
+
+def _nothing() -> None:
+    pass
+
+
+def _try(fd: int, operation: int) -> bool:
+    """Take a flock without waiting; False when someone else holds it."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False

@@ -2,16 +2,20 @@
 
 It runs no candidate code. It loads the task's reference, draws the secret trial seeds, starts the
 runner (the candidate's process) and asks it for outputs, which it compares with the reference
-outputs it computed itself; it times the reference in its own process before the candidate is
-loaded; and it signs the result it sends to the tester. Everything the candidate could tamper
-with (the reference, the expected outputs, the seeds of trials not yet run, the result pipe and
-its key) lives here, out of reach.
+outputs it computed itself; and it signs the result it sends to the tester. Everything the
+candidate could tamper with (the reference, the expected outputs, the seeds of trials not yet
+run, the result pipe and its key) lives here, out of reach. The reference is timed by a
+``reference_only`` judge, a process with no runner at all, once per task and GPU; the tester
+shares that timing among the task's judges and computes the speedup
+(``cudarl.tester.reference_timing``).
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
 own kernels did the work (profiled trial), re-checks of two timed outputs chosen at random,
 side-stream lateness, and event times against the host clock. Verdict messages follow the same
-``hello``/``stage``/``result`` protocol as the compile child.
+``hello``/``stage``/``result`` protocol as the compile child. A warm judge (``--warm``, started
+by ``sandbox.WarmChildren`` before its job exists) has its limits, runner, torch and CUDA
+context up when the job arrives.
 """
 
 from __future__ import annotations
@@ -60,6 +64,19 @@ class Judge:
         self.hardening: dict = {"kernels": [], "own_time_share": None, "notes": []}
         self.link: RunnerLink | None = None
         self.model = None
+        self.turns = None  # GpuTurns on this judge's GPU (gpu_turns_for), None when it takes none
+
+    def take_turn(self, exclusive: bool, stage: str) -> None:
+        """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
+        and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
+        if self.turns is not None:
+            self.turns.take(exclusive, lambda: self.send_stage(stage, model="gpu turn"))
+
+    def pause_turn(self) -> None:
+        """Between steps: a shared turn is given up, so a judge waiting to time is not held up
+        by this judge's whole correctness phase."""
+        if self.turns is not None:
+            self.turns.pause()
 
     def build_reference(self) -> None:
         self.torch.manual_seed(self.init_seed)
@@ -113,9 +130,11 @@ class Judge:
     def check_trial(self, label: str, number: int, seed: int, key: str, profile: bool) -> None:
         from cudarl.tester.runner import input_fingerprint
 
+        self.take_turn(False, "correctness")
         self.send_stage("correctness", trial=number if key == "trials" else f"hidden {number}")
         expected, inputs = self.expected_for(seed)
         reply, blobs = self.ask("trial", "correctness", seed=seed, profile=profile, poison=self.job["poison_memory"])
+        self.pause_turn()
         self.report[f"{key}_run"] += 1
         where = f"{label} {number}"
         self.problems_verdict(reply["problems"], "correctness", where)
@@ -177,48 +196,47 @@ def gpu_turns_for(judge: Judge, job: dict):
     return GpuTurns(job["gpu_lock"], job["timing"]["gpu_turns"])
 
 
-def take_turn(judge: Judge, turns, exclusive: bool, stage: str) -> None:
-    """Wait for a turn on the GPU (if any); the wait shows in the verdict as ``<stage> (gpu turn)``
-    and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
-    if turns is not None:
-        turns.take(exclusive, lambda: judge.send_stage(stage, model="gpu turn"))
+def wait_for_reference(judge: Judge, flag: str | None) -> None:
+    """Before any turn and before the candidate is loaded: wait until the tester says the
+    task's reference timing has ended (``flag`` exists), so that nothing this candidate starts
+    can overlap its own reference's timing. The wait is not counted against the time limit."""
+    if not flag or Path(flag).exists():
+        return
+    judge.send_stage("load", model="reference timing wait")
+    while not Path(flag).exists():
+        time.sleep(0.02)
 
 
-def reference_for(judge: Judge, job: dict, timed: bool) -> tuple[tuple[object, int] | None, float]:
-    """(reference timing, its age in seconds): an earlier judge's when the tester passed one in,
-    else timed here (age 0; None when nothing is timed)."""
-    reused = job.get("reference_timing")
-    if not timed or reused is None:
-        return time_reference(judge, job), 0.0  # while the runner is still importing torch
-    from cudarl.tester.verdict import TimingStats
-
-    judge.hardening["notes"].append(f"reference timing reused from a judge {reused['age_s']:.0f} s earlier")
-    return (TimingStats.model_validate(reused["stats"]), judge.secret.getrandbits(40) << 20), reused["age_s"]
-
-
-def run(job: dict) -> None:
+def run(job: dict, link: RunnerLink | None = None) -> None:
+    """Judge one candidate (``link``: a runner a warm judge started before its job), or, for a
+    ``reference_only`` job, time the task's reference and nothing else."""
+    if job.get("reference_only"):
+        run_reference(job)
     send("stage", stage="load")
-    # First, so the runner imports torch (and starts the profiler) while the judge starts.
-    link = RunnerLink(job["isolate_pids"], warm_profiler=job["own_kernel_check"])
+    if link is None or link.warm_profiler != job["own_kernel_check"]:
+        if link is not None:
+            link.kill()
+        # First, so the runner imports torch (and starts the profiler) while the judge starts.
+        link = RunnerLink(job["isolate_pids"], warm_profiler=job["own_kernel_check"])
     judge = Judge(job)
     judge.link = link
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
-    turns = gpu_turns_for(judge, job)
+    judge.turns = gpu_turns_for(judge, job)
     timed = job["timing"]["enabled"] and judge.device.type == "cuda"
-    take_turn(judge, turns, exclusive=timed and job.get("reference_timing") is None, stage="load")
+    wait_for_reference(judge, job.get("reference_ready"))
+    judge.take_turn(exclusive=False, stage="load")
     judge.send_stage("load", model="reference")
     try:
         judge.build_reference()
     except BaseException as exc:  # noqa: BLE001
         finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
-    reference_timing, reference_age_s = reference_for(judge, job, timed)
-    take_turn(judge, turns, exclusive=False, stage="load")
     judge.send_stage("load", model="candidate")
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
                          jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],
                          drop_capabilities=job["drop_capabilities"], inline_fast=job.get("inline_fast"))
+    judge.pause_turn()
     judge.hardening["notes"] += reply.get("notes", [])
     if judge.device.type != "cuda" and not job.get("cpu_correctness"):
         finish("loaded", "load", hardening=judge.hardening)
@@ -232,20 +250,42 @@ def run(job: dict) -> None:
         set_constants(judge, job["hidden"], "correctness")
         for number in range(job["hidden_trials"]):
             judge.check_trial("hidden-shape trial", number, judge.secret.getrandbits(62), "hidden_trials", False)
-        if reference_timing is not None:
+        if timed:
             set_constants(judge, defaults, "timing")
     raise_if_patched(judge)
-    if reference_timing is not None:
-        take_turn(judge, turns, exclusive=True, stage="timing")
-    finish_timed(judge, job, reference_timing, reference_age_s)
+    if not timed:
+        finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
+    judge.take_turn(exclusive=True, stage="timing")
+    finish_timed(judge, job)
+
+
+def run_reference(job: dict) -> None:
+    """A reference-only job: time the task's reference alone, in an exclusive GPU turn, in a
+    process where no candidate code ever runs. The tester shares the result among the judges of
+    the task (``cudarl.tester.reference_timing``); the speedup is computed there."""
+    judge = Judge(job)
+    if judge.device.type != "cuda" or not job["timing"]["enabled"]:
+        finish("harness_error", "timing", ["a reference timing needs a CUDA GPU and timing.enabled"])
+    judge.turns = gpu_turns_for(judge, job)
+    judge.take_turn(exclusive=True, stage="timing")
+    judge.send_stage("load", model="reference")
+    try:
+        judge.build_reference()
+    except BaseException as exc:  # noqa: BLE001
+        finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+    stats = time_reference(judge, job)
+    finish("reference", "timing", reference=stats.model_dump(), device=judge.torch.cuda.get_device_name(judge.device))
 
 
 def set_constants(judge: Judge, constants: dict, stage: str) -> None:
     """Switch both sides to another shape set (the task's module constants), rebuilding the models."""
     for name, value in constants.items():
         setattr(judge.reference, name, value)
+    judge.take_turn(exclusive=stage == "timing", stage=stage)
     judge.build_reference()
     judge.ask("rebuild", stage, constants=constants)
+    if stage != "timing":
+        judge.pause_turn()
 
 
 def raise_if_patched(judge: Judge) -> None:
@@ -253,30 +293,26 @@ def raise_if_patched(judge: Judge) -> None:
     judge.problems_verdict(reply["problems"], "correctness", "after the trials")
 
 
-def time_reference(judge: Judge, job: dict) -> tuple[object, int] | None:
-    """Time the reference (stats, base seed of the timed inputs), before any candidate code has
-    run: nothing the candidate could start (a process or thread loading the GPU) can slow it."""
+def time_reference(judge: Judge, job: dict):
+    """Time the reference (``TimingStats``) on inputs from a secret seed."""
     from cudarl.config import TimingConfig
     from cudarl.tester import timing
 
-    if not job["timing"]["enabled"] or judge.device.type != "cuda":
-        return None
     base = judge.secret.getrandbits(40) << 20
     inputs = timing.TimedInputs(judge.inputs_for, base, job["fresh_timing_inputs"])
     judge.send_stage("timing", model="reference")
     with judge.torch.no_grad():
-        stats = timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
-                                     TimingConfig(**job["timing"]), prepare=inputs.prepare)
-    return stats, base
+        return timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
+                                    TimingConfig(**job["timing"]), prepare=inputs.prepare)
 
 
-def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None, reference_age_s: float = 0.0) -> None:
+def finish_timed(judge: Judge, job: dict) -> None:
+    """Time the candidate, re-check two timed outputs and the timer, and finish ``passed`` with the
+    candidate's timing; the tester adds the reference's (``reference_only`` jobs) and the speedup."""
     from cudarl.tester.verdict import TimingStats
 
     torch = judge.torch
-    if reference is None:
-        finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
-    ref_stats, base = reference
+    base = judge.secret.getrandbits(40) << 20
     judge.send_stage("timing", model="candidate")
     started = time.monotonic()
     reply, blobs = judge.ask("time", "timing", base_seed=base, timing=job["timing"],
@@ -306,30 +342,59 @@ def finish_timed(judge: Judge, job: dict, reference: tuple[object, int] | None, 
                                           "timed runs, work finished after the call's stream was done "
                                           "(work must run on the current stream)"])
     judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
-    timing_report = {
-        "candidate": cand_stats.model_dump(), "reference": ref_stats.model_dump(),
-        "speedup": ref_stats.median_ms / cand_stats.median_ms if cand_stats.median_ms > 0 else 0.0,
-        "l2_flush_bytes": reply["l2_flush_bytes"], "device": torch.cuda.get_device_name(judge.device),
-        "reference_age_s": reference_age_s,
-    }
+    timing_report = {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],
+                     "device": torch.cuda.get_device_name(judge.device)}
     judge.link.close()
     finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
+
+
+def warm_up(limits: dict, runner: bool, warm_profiler: bool) -> tuple[dict, RunnerLink | None]:
+    """A warm judge's start, before its job exists (``sandbox.WarmChildren``): its limits, its
+    runner if asked (which imports torch and starts the profiler meanwhile), torch and a CUDA
+    context. Nothing secret exists yet; the seeds, the key and the paths come with the job."""
+    from cudarl.tester.isolation import apply_limits, make_undumpable
+
+    # Limits first: unsharing the network namespace needs a single-threaded process.
+    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"])
+    applied["undumpable"] = make_undumpable()
+    link = RunnerLink(limits["isolate_pids"], warm_profiler=warm_profiler) if runner else None
+    import torch
+
+    if torch.cuda.is_available():
+        torch.empty(1, device="cuda")
+    return applied, link
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--result-fd", type=int, required=True)
-    _RESULTS.fd = parser.parse_args().result_fd
-    job = json.loads(sys.stdin.read())
+    parser.add_argument("--warm", default=None, metavar="LIMITS_JSON",
+                        help="apply these limits and start the runner, torch and CUDA before the job arrives")
+    parser.add_argument("--warm-runner", action="store_true", help="with --warm: start the runner too")
+    parser.add_argument("--warm-profiler", action="store_true", help="with --warm-runner: the runner starts the profiler")
+    arguments = parser.parse_args()
+    _RESULTS.fd = arguments.result_fd
+    warm_limits = json.loads(arguments.warm) if arguments.warm else None
+    applied, link = (warm_up(warm_limits, arguments.warm_runner, arguments.warm_profiler)
+                     if warm_limits is not None else (None, None))
+    raw = sys.stdin.read()
     sys.stdin.close()
+    if not raw.strip():
+        return  # a warm judge whose pool closed (its runner dies with the process group)
+    job = json.loads(raw)
     _RESULTS.key = bytes.fromhex(job.pop("key"))
-    from cudarl.tester.isolation import apply_limits, make_undumpable
+    if job.get("cwd"):
+        os.chdir(job["cwd"])
+    if applied is None:
+        from cudarl.tester.isolation import apply_limits, make_undumpable
 
-    applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
-    applied["undumpable"] = make_undumpable()
-    send("hello", pid=os.getpid(), **applied)
+        applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
+        applied["undumpable"] = make_undumpable()
+    elif job["limits"] != warm_limits:
+        finish("harness_error", "load", ["a warm judge got a job with other limits than it applied"])
+    send("hello", pid=os.getpid(), warm=warm_limits is not None, **applied)
     try:
-        run(job)
+        run(job, link)
     except BaseException as exc:  # noqa: BLE001 - a judge failure is the harness's, never the candidate's pass
         finish("harness_error", "load", [f"the judge failed: {describe_exception(exc)}"])
 

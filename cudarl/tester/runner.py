@@ -114,6 +114,7 @@ class Runner:
     def load(self, request: dict) -> dict:
         from cudarl.tester.loading import import_source, install_load_inline_hook
 
+        os.chdir(Path(request["candidate_path"]).parent)  # a warm judge's runner started elsewhere
         self.reference = import_source(Path(request["task_path"]), "cudarl_reference")
         if hasattr(self.reference, "Model"):
             del self.reference.Model  # the runner needs only get_inputs and get_init_inputs

@@ -32,6 +32,7 @@ class RunnerLink:
         from cudarl.tester.isolation import become_subreaper
 
         self.subreaper = become_subreaper() if isolate_pids else False
+        self.warm_profiler = warm_profiler
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
@@ -65,6 +66,11 @@ class RunnerLink:
             return "resource_limit", "the candidate wrote a file larger than the file size limit (SIGXFSZ)"
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         return "crashed", f"the candidate's process {how} without answering"
+
+    def kill(self) -> None:
+        """Stop a runner that will get no candidate (a warm judge's, started with other settings)."""
+        self.process.kill()
+        self.process.wait()
 
     def close(self) -> None:
         try:

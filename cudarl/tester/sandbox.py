@@ -32,6 +32,9 @@ from cudarl import env
 from cudarl.tester import channel
 
 _POLL_S = 0.05
+# Stage messages (their ``model``) that start a wait on other judges, not on the candidate:
+# a GPU turn, and the task's reference timing a judge waits for before loading its candidate.
+HARNESS_WAITS = ("gpu turn", "reference timing wait")
 _MAX_MESSAGE_BYTES = 8 << 20
 
 
@@ -47,9 +50,10 @@ class ChildLimits:
     isolate_pids: bool = True
     max_processes: int = 64
     turn_wait_s: float = 0.0
-    """Most seconds the child may spend waiting for GPU turns (signed ``stage`` messages whose
-    ``model`` is ``"gpu turn"``) without them counting against ``timeout_s``: a judge queued
-    behind its neighbours is not the candidate's fault. Past it: ``turn_wait_exceeded``."""
+    """Most seconds the child may spend waiting on other judges (signed ``stage`` messages whose
+    ``model`` is in ``HARNESS_WAITS``: GPU turns, the task's reference timing) without them
+    counting against ``timeout_s``: a judge queued behind its neighbours is not the candidate's
+    fault. Past it: ``turn_wait_exceeded``."""
 
     @classmethod
     def from_config(cls, sandbox) -> "ChildLimits":
@@ -148,7 +152,7 @@ class _MessageReader(threading.Thread):
                 if self._turn_since is not None:
                     self._turn_waited += now - self._turn_since
                     self._turn_since = None
-                if self.key is not None and message.get("event") == "stage" and message.get("model") == "gpu turn":
+                if self.key is not None and message.get("event") == "stage" and message.get("model") in HARNESS_WAITS:
                     self._turn_since = now
 
 
@@ -215,16 +219,18 @@ class StartedChild:
     discarded: bool = False
 
 
-def start_child(module: str, limits: ChildLimits, cwd: Path | None = None, warm: bool = False) -> StartedChild:
+def start_child(module: str, limits: ChildLimits, cwd: Path | None = None, warm: bool = False,
+                warm_args: tuple[str, ...] = ()) -> StartedChild:
     """Start ``python -P -m module`` in a new session; it waits for its job on stdin. ``warm``
-    asks the child to apply its limits and import its heavy modules first (``--warm``). ``-P``:
+    asks the child to apply its limits and import its heavy modules first (``--warm``, plus
+    ``warm_args``: what else the entry point may prepare, e.g. the judge's ``--warm-profiler``). ``-P``:
     the working folder is not put on ``sys.path`` (a candidate could write modules there)."""
     read_fd, write_fd = os.pipe()
     pythonpath = os.pathsep.join(p for p in (_package_root(), env.get(env.PYTHONPATH)) if p)
     try:
         process = subprocess.Popen(
             [sys.executable, "-P", "-m", module, "--result-fd", str(write_fd),
-             *(["--warm", json.dumps(child_limits(limits))] if warm else [])],
+             *(["--warm", json.dumps(child_limits(limits)), *warm_args] if warm else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd,), start_new_session=True, cwd=cwd,
             env=env.child_environment({env.PYTHONPATH: pythonpath}),
@@ -341,8 +347,9 @@ class WarmChildren:
     counts from the job, and the watchdog watches the whole group. A child carries the
     environment of the moment it started."""
 
-    def __init__(self, module: str, limits: ChildLimits, cwd: Path, size: int = 1) -> None:
-        self.module, self.limits, self.cwd, self.size = module, limits, cwd, size
+    def __init__(self, module: str, limits: ChildLimits, cwd: Path, size: int = 1,
+                 warm_args: tuple[str, ...] = ()) -> None:
+        self.module, self.limits, self.cwd, self.size, self.warm_args = module, limits, cwd, size, warm_args
         self._ready: list[StartedChild] = []
         self._lock = threading.Lock()
         atexit.register(self.close)
@@ -351,7 +358,7 @@ class WarmChildren:
         try:
             self.cwd.mkdir(parents=True, exist_ok=True)
             while len(self._ready) < self.size:
-                self._ready.append(start_child(self.module, self.limits, self.cwd, warm=True))
+                self._ready.append(start_child(self.module, self.limits, self.cwd, warm=True, warm_args=self.warm_args))
         except OSError:
             pass  # no spare process now: jobs start cold children, as without the pool
 

@@ -15,6 +15,7 @@ import socket
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from cudarl.tester.compile import (CompileCache, compile_nvrtc, CompileOutcome, 
                                    compile_kernels, compile_limits, cuda_cflags)
 from cudarl.tester.guard import inspect_source
 from cudarl.tester.static_rules import compiled_kernel_names
+from cudarl.tester.reference_timing import ReferenceTimingFailed, ReferenceTimings
 from cudarl.tester.sandbox import ChildLimits, ChildOutcome, WarmChildren, run_child
 from cudarl.tester.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
 from cudarl.tester.verdict import (CorrectnessReport, HardeningReport, Outcome, SandboxReport, Stage, TimingReport,
@@ -42,6 +44,14 @@ def _where(child: ChildOutcome) -> str:
     return f"during {last['stage']}{detail}"
 
 
+def _touch(path: Path) -> None:
+    """Create a flag file; its folder may be gone already (a judge that ended early)."""
+    try:
+        path.touch()
+    except OSError:
+        pass
+
+
 def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
     """Wall time per stage from the child's timestamped stage messages; timing and loading are split
     by model (``timing (reference)``, ``timing (candidate)``, ``load (candidate)``)."""
@@ -55,13 +65,12 @@ def _stage_seconds(child: ChildOutcome) -> dict[str, float]:
 
 def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
               hidden: dict, kernel_names: list[str], cpu_correctness: bool = False,
-              inline_fast: dict | None = None, gpu_lock: str | None = None,
-              reference_timing: dict | None = None) -> dict:
+              inline_fast: dict | None = None, gpu_lock: str | None = None, reference_only: bool = False) -> dict:
     """The job the judge reads on stdin: paths, the secret seed, tolerances, every setting it needs.
     ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests);
     ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``); ``gpu_lock`` is the
-    file behind the judge's turns on its GPU (``timing.gpu_turns``); ``reference_timing``
-    (``{"stats", "age_s"}``) is an earlier judge's reference timing to reuse."""
+    file behind the judge's turns on its GPU (``timing.gpu_turns``); ``reference_only`` asks the
+    judge to time the task's reference and nothing else (``Tester._time_reference``)."""
     sandbox, hardening = config.sandbox, config.hardening
     return {
         "task_path": str(workdir / "reference.py"), "candidate_path": str(workdir / "candidate.py"),
@@ -75,7 +84,7 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         "side_stream_share": hardening.side_stream_share, "poison_memory": hardening.poison_memory,
         "fresh_timing_inputs": hardening.fresh_timing_inputs, "reset_persisting_l2": hardening.reset_persisting_l2,
         "drop_capabilities": hardening.drop_capabilities, "isolate_pids": sandbox.isolate_pids,
-        "inline_fast": inline_fast, "gpu_lock": gpu_lock, "reference_timing": reference_timing,
+        "inline_fast": inline_fast, "gpu_lock": gpu_lock, "reference_only": reference_only,
     }
 
 
@@ -122,9 +131,17 @@ class Tester:
                          if self.config.timing.gpu_turns != "off" else None)
         if self.gpu_lock:
             Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
-        # Reference timings of passed verdicts, reused for timing.reference_reuse_s:
-        # task key -> (monotonic time it was measured, TimingStats as a dict).
-        self._reference_timings: dict[str, tuple[float, dict]] = {}
+        # One reference timing per task at a time, shared by its judges (reference_timing.py).
+        self.references = ReferenceTimings(self.config.timing.reference_reuse_s)
+        # Judges started ahead of their candidates (runner, torch and CUDA up): sandbox.warm_judges.
+        warm = self.config.sandbox.warm_judges
+        warm = (2 if self.has_gpu else 0) if warm is None else warm
+        runner = ("--warm-runner", *(("--warm-profiler",) if self.config.hardening.own_kernel_check else ()))
+        self._warm_judges = (WarmChildren("cudarl.tester.judge", ChildLimits.from_config(self.config.sandbox),
+                                          self.scratch, warm, runner) if warm > 0 else None)
+        # Reference-only judges need no runner; one is kept warm for the next new task.
+        self._warm_references = (WarmChildren("cudarl.tester.judge", ChildLimits.from_config(self.config.sandbox),
+                                              self.scratch, 1) if warm > 0 and self.config.timing.enabled else None)
 
     @property
     def toolchain(self) -> Toolchain:
@@ -236,16 +253,17 @@ class Tester:
              kernel_names: list[str]) -> None:
         sandbox = self.config.sandbox
         atol, rtol = task.tolerances(self.config.correctness.fp32_tolerance, self.config.correctness.half_tolerance)
-        reference_key = hashlib.sha256(task.source.encode()).hexdigest()
+        # Started first: the reference is timed while this candidate loads and is checked.
+        reference = (self.references.get(hashlib.sha256(task.source.encode()).hexdigest(),
+                                         lambda: self._time_reference(task))
+                     if self.has_gpu and self.config.timing.enabled else None)
         job = judge_job(self.config, workdir, self.cache.build_root(compiled.report.cache_key), self.arch,
-                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock,
-                        reference_timing=self._reusable_reference(reference_key))
-
-        limits = ChildLimits.from_config(sandbox)
-        if self.gpu_lock:
-            limits = dataclasses.replace(limits, turn_wait_s=self.config.timing.gpu_turn_wait_s)
-        measured_at = time.monotonic()
-        child = run_child("cudarl.tester.judge", job, limits, cwd=workdir, key=secrets.token_bytes(32))
+                        atol, rtol, task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock)
+        if reference is not None:  # the judge loads its candidate only once this file exists
+            job["reference_ready"] = str(workdir / f"reference-ready-{secrets.token_hex(8)}")
+            reference.add_done_callback(lambda _done: _touch(Path(job["reference_ready"])))
+        child = run_child("cudarl.tester.judge", job, self._judge_limits(), cwd=workdir, key=secrets.token_bytes(32),
+                          started=self._warm_judges.take() if self._warm_judges else None)
         verdict.sandbox = SandboxReport(exit_code=child.exit_code, signal=child.signal_name, wall_s=child.wall_s,
                                         network_isolated=child.network_isolated, stdout=child.stdout,
                                         stderr=child.stderr, output_truncated=child.output_truncated)
@@ -276,8 +294,8 @@ class Tester:
                                + ("\n" + "\n".join(tail) if tail else "")]
         else:
             self._apply_result(result, verdict)
-            if verdict.timing is not None and verdict.timing.reference_age_s == 0.0 and not child.forged_messages:
-                self._keep_reference(reference_key, measured_at, verdict.timing.reference)
+            if result.get("timing") and verdict.outcome == Outcome.PASSED:
+                self._add_reference(verdict, result["timing"], reference)
         if child.forged_messages:
             verdict.hardening = verdict.hardening or HardeningReport()
             verdict.hardening.forged_messages = child.forged_messages
@@ -288,24 +306,59 @@ class Tester:
         if result is not None and result.get("outcome") == "loaded":
             verdict.skipped += [f"correctness: {_NO_GPU}", f"timing: {_NO_GPU}"]
 
-    def _keep_reference(self, key: str, measured_at: float, stats: TimingStats) -> None:
-        """Remember a reference timing for reuse; of two young ones the faster stays (a slower
-        one may have been disturbed, e.g. by a neighbour's stray GPU work)."""
-        entry = self._reference_timings.get(key)
-        if (entry is not None and measured_at - entry[0] <= self.config.timing.reference_reuse_s
-                and entry[1]["median_ms"] <= stats.median_ms):
-            return
-        self._reference_timings[key] = (measured_at, stats.model_dump())
+    def _judge_limits(self) -> ChildLimits:
+        limits = ChildLimits.from_config(self.config.sandbox)
+        if self.gpu_lock:
+            limits = dataclasses.replace(limits, turn_wait_s=self.config.timing.gpu_turn_wait_s)
+        return limits
 
-    def _reusable_reference(self, key: str) -> dict | None:
-        """An earlier judge's reference timing of this task on this GPU, if young enough."""
-        entry = self._reference_timings.get(key)
-        if entry is None:
-            return None
-        age = time.monotonic() - entry[0]
-        if age > self.config.timing.reference_reuse_s:
-            return None
-        return {"stats": entry[1], "age_s": max(age, 1e-3)}
+    def _time_reference(self, task: Task) -> TimingStats:
+        """Time the task's reference in a reference-only judge (a process that never runs
+        candidate code), in an exclusive GPU turn; raises ``ReferenceTimingFailed``."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix="reference-", dir=self.scratch))
+        try:
+            (workdir / "reference.py").write_text(task.source)
+            job = judge_job(self.config, workdir, workdir, self.arch, 0.0, 0.0, {}, [], gpu_lock=self.gpu_lock,
+                            reference_only=True)
+            child = run_child("cudarl.tester.judge", job, self._judge_limits(), cwd=workdir,
+                              key=secrets.token_bytes(32),
+                              started=self._warm_references.take() if self._warm_references else None)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result = child.last("result")
+        if child.turn_wait_exceeded:
+            raise ReferenceTimingFailed(f"it waited more than timing.gpu_turn_wait_s = "
+                                        f"{self.config.timing.gpu_turn_wait_s:.0f} s for an exclusive GPU turn")
+        if child.timed_out or result is None:
+            how = "timed out" if child.timed_out else f"ended ({child.signal_name or child.exit_code}) without a result"
+            tail = " / ".join(child.stderr.strip().splitlines()[-3:])
+            raise ReferenceTimingFailed(f"its process {how} {_where(child)}" + (f": {tail}" if tail else ""))
+        if result.get("outcome") != "reference" or child.forged_messages:
+            raise ReferenceTimingFailed("; ".join(result.get("reasons", [])) or f"outcome {result.get('outcome')}")
+        return TimingStats.model_validate(result["reference"])
+
+    def _add_reference(self, verdict: Verdict, timing: dict, reference: Future | None) -> None:
+        """Complete a passed verdict's timing with the task's shared reference timing (waiting
+        for it if it is still being measured); without one the verdict is ``harness_error``."""
+        candidate = TimingStats.model_validate(timing["candidate"])
+        started = time.monotonic()
+        try:
+            if reference is None:
+                raise ReferenceTimingFailed("no reference timing was started")
+            measured = reference.result()
+        except Exception as exc:  # noqa: BLE001 - a failed reference is the harness's problem, never the candidate's
+            verdict.outcome = Outcome.HARNESS_ERROR
+            verdict.reasons = [f"the candidate was correct and timed ({candidate.median_ms:.4f} ms median) but the "
+                               f"reference could not be timed: {exc}"]
+            return
+        finally:
+            verdict.stage_seconds["timing (reference wait)"] = time.monotonic() - started
+        verdict.timing = TimingReport(candidate=candidate, reference=measured.stats,
+                                      speedup=measured.stats.median_ms / candidate.median_ms
+                                      if candidate.median_ms > 0 else 0.0,
+                                      l2_flush_bytes=timing["l2_flush_bytes"], device=timing["device"],
+                                      reference_age_s=measured.age_s())
 
     @staticmethod
     def _apply_result(result: dict, verdict: Verdict) -> None:
@@ -315,7 +368,5 @@ class Tester:
         verdict.reasons = list(result.get("reasons", []))
         if result.get("correctness"):
             verdict.correctness = CorrectnessReport.model_validate(result["correctness"])
-        if result.get("timing"):
-            verdict.timing = TimingReport.model_validate(result["timing"])
         if result.get("hardening"):
             verdict.hardening = HardeningReport.model_validate(result["hardening"])

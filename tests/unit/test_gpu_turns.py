@@ -181,4 +181,25 @@ def test_take_gives_each_step_its_turn(tmp_path: Path, mode: str, steps: list[bo
         turns.take(exclusive, lambda: waits.append("wait"))
         held.append(turns.held)
     assert held == expected
-    assert len(waits) == len([1 for before, now in zip([None] + expected, expected) if before != now])
+    assert waits == []  # nobody else held the GPU: no waiting was announced
+
+
+@pytest.mark.parametrize("mode, after_pause", [("timing", None), ("whole", "exclusive")])
+def test_waits_are_announced_only_when_real_and_pause_frees_a_shared_turn(tmp_path: Path, mode: str,
+                                                                          after_pause: str | None) -> None:
+    lock = tmp_path / "gpu-0.lock"
+    other = Holder(lock, "exclusive")
+    other.wait_for_turn()
+    turns, waits = GpuTurns(str(lock), mode), []
+    thread = threading.Thread(target=turns.take, args=(False, lambda: waits.append(time.monotonic())))
+    thread.start()
+    wait_until(lambda: waits, "the judge announced its wait")
+    released = other.release()
+    thread.join(timeout=30)
+    assert len(waits) == 1 and waits[0] < released
+    turns.pause()
+    assert turns.held == after_pause
+    if after_pause is None:  # the shared turn is free again: an exclusive holder gets it at once
+        late = Holder(lock, "exclusive")
+        assert late.wait_for_turn() > 0
+        late.release()
