@@ -6,7 +6,8 @@ Several judges may share a GPU (bench slots, GPU fractions). Their correctness t
 run must have the GPU to itself, or one candidate's trials slow another's clock. This is a
 readers-writer lock between processes, built from two ``flock`` files next to each other:
 
-- ``<path>``: held shared by judges in correctness, exclusively by a judge that times;
+- ``<path>``: held shared by judges during a step of their correctness phase (loading, one
+  trial; given up in between), exclusively by a judge that times;
 - ``<path>.gate``: a turnstile every judge passes on its way in, so a judge waiting to time
   stops new shared holders from entering and is not starved by a stream of them.
 

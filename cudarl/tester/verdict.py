@@ -106,7 +106,7 @@ class TimingReport(BaseModel):
     speedup: float  # reference median / candidate median
     l2_flush_bytes: int
     device: str
-    reference_age_s: float = 0.0  # seconds since the reference was timed; 0: timed by this judge
+    reference_age_s: float = 0.0  # seconds from the end of the (shared) reference timing to this verdict
 
 
 class KernelLaunch(BaseModel):
