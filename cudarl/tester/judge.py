@@ -196,6 +196,15 @@ def gpu_turns_for(judge: Judge, job: dict):
     return GpuTurns(job["gpu_lock"], job["timing"]["gpu_turns"])
 
 
+def load_reference(judge: Judge) -> None:
+    """Build the task's reference; a failure is the harness's (or the task's), never the candidate's."""
+    judge.send_stage("load", model="reference")
+    try:
+        judge.build_reference()
+    except BaseException as exc:  # noqa: BLE001
+        finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+
+
 def wait_for_reference(judge: Judge, flag: str | None) -> None:
     """Before any turn and before the candidate is loaded: wait until the tester says the
     task's reference timing has ended (``flag`` exists), so that nothing this candidate starts
@@ -226,11 +235,7 @@ def run(job: dict, link: RunnerLink | None = None) -> None:
     timed = job["timing"]["enabled"] and judge.device.type == "cuda"
     wait_for_reference(judge, job.get("reference_ready"))
     judge.take_turn(exclusive=False, stage="load")
-    judge.send_stage("load", model="reference")
-    try:
-        judge.build_reference()
-    except BaseException as exc:  # noqa: BLE001
-        finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+    load_reference(judge)
     judge.send_stage("load", model="candidate")
     reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
                          build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
@@ -268,11 +273,7 @@ def run_reference(job: dict) -> None:
         finish("harness_error", "timing", ["a reference timing needs a CUDA GPU and timing.enabled"])
     judge.turns = gpu_turns_for(judge, job)
     judge.take_turn(exclusive=True, stage="timing")
-    judge.send_stage("load", model="reference")
-    try:
-        judge.build_reference()
-    except BaseException as exc:  # noqa: BLE001
-        finish("harness_error", "load", [f"the task's reference failed to load: {describe_exception(exc)}"])
+    load_reference(judge)
     stats = time_reference(judge, job)
     finish("reference", "timing", reference=stats.model_dump(), device=judge.torch.cuda.get_device_name(judge.device))
 
