@@ -12,6 +12,8 @@ candidates per prompt), going through the suite's tasks in order.
   on cudarl's own build of the same source, whose build time is not counted). Per candidate:
   stock build wall + judge wall.
 - serial, nvrtc: ``Tester.evaluate`` on each candidate in turn (NVRTC compile, then judge).
+- Both serial arms first judge one uncounted candidate (``--no-serial-warm-up`` to count it): the
+  tester's first run starts its warm judges, as the pool's start-up does, which is not counted.
 - pool: a local Ray with the machine's CPUs and one GPU, ``--compile-workers`` compile workers
   and one bench worker with ``--bench-slots`` slots; all candidates submitted at once, wall time
   from submission to the last verdict. Start-up (workers, precompiled header) is timed apart,
@@ -53,8 +55,10 @@ def variants(form: str, count: int, offset: int, per_task: int = 1) -> list[Cand
             for i, c in enumerate(picked)]
 
 
-def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path) -> dict:
+def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path, warm_up: Candidate | None) -> dict:
     tester = Tester(CudarlConfig().tester, cache_root=cache)
+    if warm_up is not None:  # the judge's first run starts its warm children: not counted, as the pool's start-up
+        tester.run(tester.prepare(tasks[warm_up.task_id], warm_up))
     rows = []
     for candidate in candidates:
         stock = stock_build(candidate, Path(tempfile.mkdtemp(prefix="stock-", dir=cache)))
@@ -71,8 +75,10 @@ def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path) -> dict
             "passed": sum(r["outcome"] == "passed" for r in rows)}
 
 
-def serial_nvrtc(tasks: dict, candidates: list[Candidate], cache: Path) -> dict:
+def serial_nvrtc(tasks: dict, candidates: list[Candidate], cache: Path, warm_up: Candidate | None) -> dict:
     tester = Tester(CudarlConfig().tester, cache_root=cache)
+    if warm_up is not None:
+        tester.evaluate(tasks[warm_up.task_id], warm_up)
     started = time.perf_counter()
     verdicts = [tester.evaluate(tasks[c.task_id], c) for c in candidates]
     total = time.perf_counter() - started
@@ -99,10 +105,12 @@ def stage_medians(verdicts: list) -> dict[str, float]:
 
 def measure_serial(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
     print("serial baseline (one process, one candidate at a time)", flush=True)
-    results["serial_inline"] = serial_inline(tasks, variants("inline", args.serial_inline, stamp, args.per_task), cache)
-    save()
-    results["serial_nvrtc"] = serial_nvrtc(tasks, variants("nvrtc", args.serial_nvrtc, stamp, args.per_task), cache)
-    save()
+    for form, count, measure in (("inline", args.serial_inline, serial_inline), ("nvrtc", args.serial_nvrtc, serial_nvrtc)):
+        if count == 0:
+            continue
+        warm_up = variants(form, 1, stamp + 40_000)[0] if args.serial_warm_up else None
+        results[f"serial_{form}"] = measure(tasks, variants(form, count, stamp, args.per_task), cache, warm_up)
+        save()
 
 
 def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
@@ -113,7 +121,7 @@ def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save
     ray.init(num_cpus=os.cpu_count(), num_gpus=1 if results["machine"]["gpu"] else 0, include_dashboard=False,
              logging_level="WARNING")
     config = CudarlConfig.model_validate({
-        "tester": {"compile": {"cache_dir": str(cache)}},
+        "tester": {"compile": {"cache_dir": str(cache), "nice": args.compile_nice}},
         "pool": {"min_compile_workers": args.compile_workers, "max_compile_workers": args.compile_workers,
                  "min_bench_workers": 1, "max_bench_workers": 1, "bench_slots": args.bench_slots}})
     started = time.perf_counter()
@@ -153,9 +161,13 @@ def main() -> int:
     parser.add_argument("--nvrtc", type=int, default=20)
     parser.add_argument("--serial-inline", type=int, default=3)
     parser.add_argument("--serial-nvrtc", type=int, default=5)
+    parser.add_argument("--serial-warm-up", action=argparse.BooleanOptionalAction, default=True,
+                        help="judge one uncounted candidate first in the serial arms (the pool's start-up is not counted either)")
     parser.add_argument("--per-task", type=int, default=4, help="candidates per task in a row (a GRPO group)")
     parser.add_argument("--compile-workers", type=int, default=14)
     parser.add_argument("--bench-slots", type=int, default=2)
+    parser.add_argument("--compile-nice", type=int, default=CudarlConfig().tester.compile.nice,
+                        help="CPU priority of the pool's builds (compile.nice); 0: builds compete with judges")
     parser.add_argument("--only", choices=("serial", "pool"), default=None,
                         help="measure one arm; the other is read from --out when it is there")
     parser.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary one)")

@@ -40,6 +40,12 @@ class CompileConfig(_Section):
     """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and
     cuda.cu compile side by side."""
 
+    nice: int = Field(default=10, ge=0, le=19)
+    """CPU priority of build processes (``nice``; the compilers inherit it). Builds are
+    throughput work, while a judge holding a GPU turn is on every other judge's path: a judge
+    starved of CPU by builds stalls the GPU. 0: builds compete equally. Builds still get the
+    CPU the judges leave (niced work is slowed, never stopped), and their time limit is wall time."""
+
     trim_includes: bool = True
     """Inline candidates: build the CUDA file with a header holding only the part of
     ``<torch/extension.h>`` it uses (tensor class, the operators it names); if that fails, the

@@ -19,6 +19,7 @@ import os
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 _MAGIC = b"CRL1"
@@ -78,15 +79,17 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 22))
-        if not chunk:
-            raise EOFError("the channel closed mid-frame" if chunks or size != remaining else "the channel closed")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+def _read_exact(fd: int, size: int) -> bytearray:
+    """``size`` bytes read straight into one buffer (outputs are often hundreds of MB: no chunk
+    list to join, no second copy)."""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        count = os.readv(fd, [view[got:got + (1 << 24)]])
+        if count == 0:
+            raise EOFError("the channel closed mid-frame" if got else "the channel closed")
+        got += count
+    return buffer
 
 
 def write_frame(fd: int, header: dict[str, Any], blobs: list[bytes] = ()) -> None:  # type: ignore[assignment]
@@ -97,9 +100,12 @@ def write_frame(fd: int, header: dict[str, Any], blobs: list[bytes] = ()) -> Non
         _write_all(fd, blob)
 
 
-def read_frame(fd: int, max_blob_bytes: int = 64 << 30) -> tuple[dict[str, Any], list[bytes]]:
+def read_frame(fd: int, max_blob_bytes: int = 64 << 30,
+               on_header: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[bytearray]]:
     """Receive one frame. Raises ``EOFError`` when the peer is gone, ``ChannelError`` when the
-    bytes are not a well-formed frame."""
+    bytes are not a well-formed frame. ``on_header`` runs once the header is in, before the
+    blobs: the peer wrote the header only after its outputs were on the host, so its GPU work
+    for the request is over (the judge gives up its GPU turn there, not after the transfer)."""
     magic, length = _PREFIX.unpack(_read_exact(fd, _PREFIX.size))
     if magic != _MAGIC or length > MAX_HEADER_BYTES:
         raise ChannelError(f"malformed frame (magic {magic!r}, header of {length} bytes)")
@@ -111,20 +117,23 @@ def read_frame(fd: int, max_blob_bytes: int = 64 << 30) -> tuple[dict[str, Any],
     if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes) \
             or sum(sizes) > max_blob_bytes:
         raise ChannelError("malformed frame: bad blob sizes")
+    if on_header is not None:
+        on_header(header)
     return header, [_read_exact(fd, size) for size in sizes]
 
 
-def tensor_to_blob(tensor) -> tuple[dict, bytes]:
-    """(meta, raw bytes) of a tensor, copied to the host."""
+def tensor_to_blob(tensor) -> tuple[dict, memoryview | bytes]:
+    """(meta, raw bytes) of a tensor, copied to the host once (a view of that copy, which it keeps
+    alive, not a second copy into ``bytes``)."""
     import torch
 
     flat = tensor.detach().contiguous().reshape(-1).cpu()
-    raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    raw = memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else b""
     return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch."),
             "device": tensor.device.type}, raw
 
 
-def blob_to_tensor(meta: dict, raw: bytes, device):
+def blob_to_tensor(meta: dict, raw: bytes | bytearray, device):
     """The tensor ``tensor_to_blob`` described, on ``device``."""
     import torch
 
@@ -139,5 +148,5 @@ def blob_to_tensor(meta: dict, raw: bytes, device):
         raise ChannelError(f"tensor of shape {shape} and dtype {meta['dtype']} does not match {len(raw)} bytes")
     if count == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype)
+    flat = torch.frombuffer(raw if isinstance(raw, bytearray) else bytearray(raw), dtype=torch.uint8).view(dtype)
     return flat.reshape(shape).to(device)

@@ -134,8 +134,9 @@ def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig,
 
 def compile_limits(config: CompileConfig, sandbox: SandboxConfig) -> ChildLimits:
     """The compile child's limits: the sandbox's, with the build's time limit, room for build
-    files and the compiler's whole output."""
+    files, the compiler's whole output and the builds' CPU priority."""
     return replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
+                   nice=config.nice,
                    file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
 
 

@@ -54,10 +54,10 @@ class GpuTurns:
         self._take(fcntl.LOCK_EX if wanted == "exclusive" else fcntl.LOCK_SH, wanted, before_waiting)
 
     def pause(self) -> None:
-        """Give up a shared turn between steps (trials), so a judge waiting to time waits for
-        one step of each other judge, not for their whole correctness phase. Under ``whole``
-        nothing is given up."""
-        if self.held == "shared" and not self.whole:
+        """Give up the turn between steps (trials; a timing once its runs are over), so a judge
+        waiting to time waits for one step of each other judge, not for their whole correctness
+        phase, and nobody waits while outputs cross the pipe. Under ``whole`` nothing is given up."""
+        if self.held is not None and not self.whole:
             self.release()
 
     def shared(self) -> float:

@@ -6,6 +6,7 @@ Why in the child and not in ``preexec_fn``: the parent may be a threaded Ray act
 - Network: a fresh network namespace (no interfaces but a down loopback). As root that is one
   ``unshare(CLONE_NEWNET)``; otherwise a user namespace first, mapping our uid to itself.
 - Files: RLIMIT_FSIZE; core dumps off.
+- CPU: build children lower their priority (``compile.nice``), so judges come first.
 - Processes: the trusted process is a child subreaper, so whatever the candidate starts (also
   with setsid or a double fork) stays below it and is killed when the evaluation ends. Why not a
   PID namespace: with one (unshare, /proc not remounted) the candidate's process saw no CUDA
@@ -58,13 +59,17 @@ def isolate_network() -> tuple[bool, str]:
     return False, f"unshare refused ({os.strerror(error)}); network not isolated"
 
 
-def apply_limits(file_size_limit_mb: int, isolate: bool) -> dict:
-    """Apply every child-side limit; returns what was applied, for the hello message."""
+def apply_limits(file_size_limit_mb: int, isolate: bool, nice: int = 0) -> dict:
+    """Apply every child-side limit; returns what was applied, for the hello message. ``nice``
+    is absolute (applying the limits twice does not lower the priority twice) and only ever
+    lowers it."""
     size = file_size_limit_mb << 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if nice > os.getpriority(os.PRIO_PROCESS, 0):
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
     isolated, how = isolate_network() if isolate else (False, "isolation disabled by config")
-    return {"network_isolated": isolated, "network": how}
+    return {"network_isolated": isolated, "network": how, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
 
 
 def become_subreaper() -> bool:

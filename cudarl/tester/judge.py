@@ -72,9 +72,10 @@ class Judge:
         if self.turns is not None:
             self.turns.take(exclusive, lambda: self.send_stage(stage, model="gpu turn"))
 
-    def pause_turn(self) -> None:
-        """Between steps: a shared turn is given up, so a judge waiting to time is not held up
-        by this judge's whole correctness phase."""
+    def pause_turn(self, _header: dict | None = None) -> None:
+        """Between steps: the turn is given up, so a judge waiting to time is not held up by this
+        judge's whole correctness phase. Also the ``on_header`` of a request (the runner's GPU
+        work is over once its reply's header is written; the outputs then cross the pipe)."""
         if self.turns is not None:
             self.turns.pause()
 
@@ -104,9 +105,9 @@ class Judge:
     def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
         finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
 
-    def ask(self, op: str, stage: str, **fields) -> tuple[dict, list[bytes]]:
+    def ask(self, op: str, stage: str, on_header=None, **fields) -> tuple[dict, list[bytearray]]:
         try:
-            reply, blobs = self.link.ask(op, stage, **fields)
+            reply, blobs = self.link.ask(op, stage, on_header=on_header, **fields)
         except RunnerGone:
             outcome, reason = self.link.death()
             self.fail(outcome, stage, [f"{reason} (during {stage})"])
@@ -133,11 +134,13 @@ class Judge:
         self.take_turn(False, "correctness")
         self.send_stage("correctness", trial=number if key == "trials" else f"hidden {number}")
         expected, inputs = self.expected_for(seed)
-        reply, blobs = self.ask("trial", "correctness", seed=seed, profile=profile, poison=self.job["poison_memory"])
-        self.pause_turn()
+        reply, blobs = self.ask("trial", "correctness", on_header=self.pause_turn, seed=seed, profile=profile,
+                                poison=self.job["poison_memory"])
         self.report[f"{key}_run"] += 1
         where = f"{label} {number}"
         self.problems_verdict(reply["problems"], "correctness", where)
+        # The outputs cross the pipe outside any turn (on_header); checking them is GPU work again.
+        self.take_turn(False, "correctness")
         if reply["fingerprint"] != input_fingerprint(inputs):
             if input_fingerprint(self.inputs_for(seed)) == input_fingerprint(inputs):
                 self.fail("rejected", "correctness",
@@ -146,6 +149,7 @@ class Judge:
             self.fail("harness_error", "correctness",
                       [f"{where}: the task's get_inputs is not deterministic for a seed"])
         result = self.compare(reply, blobs, expected)
+        self.pause_turn()
         self.report["max_abs_error"] = max(self.report["max_abs_error"], result.max_abs_error)
         self.report["max_rel_error"] = max(self.report["max_rel_error"], result.max_rel_error)
         if not result.ok:
@@ -316,10 +320,13 @@ def finish_timed(judge: Judge, job: dict) -> None:
     base = judge.secret.getrandbits(40) << 20
     judge.send_stage("timing", model="candidate")
     started = time.monotonic()
-    reply, blobs = judge.ask("time", "timing", base_seed=base, timing=job["timing"],
+    reply, blobs = judge.ask("time", "timing", on_header=judge.pause_turn, base_seed=base, timing=job["timing"],
                              pick_seed=judge.secret.getrandbits(62), fresh_inputs=job["fresh_timing_inputs"],
                              reset_l2=job["reset_persisting_l2"])
     wall_ms = (time.monotonic() - started) * 1000.0
+    # The timed runs are over: the rechecks below are GPU work like a trial's, in a shared turn
+    # (under "whole" the judge keeps its exclusive one).
+    judge.take_turn(exclusive=False, stage="timing")
     judge.problems_verdict(reply["problems"], "timing", "timing")
     cursor = 0
     for check in reply["checks"]:
@@ -356,7 +363,7 @@ def warm_up(limits: dict, runner: bool, warm_profiler: bool) -> tuple[dict, Runn
     from cudarl.tester.isolation import apply_limits, make_undumpable
 
     # Limits first: unsharing the network namespace needs a single-threaded process.
-    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"])
+    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"], limits.get("nice", 0))
     applied["undumpable"] = make_undumpable()
     link = RunnerLink(limits["isolate_pids"], warm_profiler=warm_profiler) if runner else None
     import torch
@@ -389,7 +396,8 @@ def main() -> None:
     if applied is None:
         from cudarl.tester.isolation import apply_limits, make_undumpable
 
-        applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"])
+        applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"],
+                               job["limits"].get("nice", 0))
         applied["undumpable"] = make_undumpable()
     elif job["limits"] != warm_limits:
         finish("harness_error", "load", ["a warm judge got a job with other limits than it applied"])

@@ -11,6 +11,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 from cudarl.tester import channel
 
@@ -42,11 +43,13 @@ class RunnerLink:
         os.close(request_read)
         os.close(reply_write)
 
-    def ask(self, op: str, stage: str, **fields) -> tuple[dict, list[bytes]]:
+    def ask(self, op: str, stage: str, on_header: Callable[[dict], None] | None = None,
+            **fields) -> tuple[dict, list[bytearray]]:
+        """Send a request and read its reply; ``on_header``: see ``channel.read_frame``."""
         nonce = secrets.token_hex(16)
         try:
             channel.write_frame(self.request_write, {"op": op, "nonce": nonce, "stage": stage, **fields})
-            reply, blobs = channel.read_frame(self.reply_read)
+            reply, blobs = channel.read_frame(self.reply_read, on_header=on_header)
         except (EOFError, BrokenPipeError) as exc:
             raise RunnerGone(str(exc)) from exc
         except channel.ChannelError as exc:

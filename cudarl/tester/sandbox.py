@@ -49,6 +49,8 @@ class ChildLimits:
     isolate_network: bool = True
     isolate_pids: bool = True
     max_processes: int = 64
+    nice: int = 0
+    """CPU priority (``nice``) the child lowers itself to, inherited by what it starts (builds)."""
     turn_wait_s: float = 0.0
     """Most seconds the child may spend waiting on other judges (signed ``stage`` messages whose
     ``model`` is in ``HARNESS_WAITS``: GPU turns, the task's reference timing) without them
@@ -262,7 +264,7 @@ def discard_child(child: StartedChild) -> None:
 def child_limits(limits: ChildLimits) -> dict:
     """The limits the child applies itself (sent in its job, or on argv to a warm child)."""
     return {"file_size_limit_mb": limits.file_size_limit_mb, "isolate_network": limits.isolate_network,
-            "isolate_pids": limits.isolate_pids}
+            "isolate_pids": limits.isolate_pids, "nice": limits.nice}
 
 
 def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,

@@ -1,13 +1,18 @@
 """Warm compile children (started with torch imported before their job): a job run in one gets
 its verdict like a cold child's, in the folder it names, with its time limit counted from the
-job; a dead warm child is replaced by a cold one; closing the pool stops the waiting ones."""
+job; a dead warm child is replaced by a cold one; closing the pool stops the waiting ones; build
+children run at the lower CPU priority the compile settings give, warm or cold."""
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 
 import psutil
 
+from cudarl.config import CudarlConfig
+from cudarl.tester.compile import compile_limits
 from cudarl.tester.sandbox import ChildLimits, WarmChildren, run_child
 
 LIMITS = ChildLimits(timeout_s=60.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
@@ -97,3 +102,22 @@ def test_a_warm_child_is_isolated_like_a_cold_one_and_ignores_planted_modules(tm
         assert outcome.last("result")["outcome"] == "harness_error", outcome.stderr
     assert warm.last("hello")["network_isolated"] == cold.last("hello")["network_isolated"]
     assert warm.last("hello")["network"] == cold.last("hello")["network"]
+
+
+def test_build_children_run_at_the_compile_priority_warm_or_cold(tmp_path):
+    """Builds yield the CPU to judges (``compile.nice``); a warm child applies it once, at its
+    start, and the job's own limits do not lower it a second time."""
+    tester = CudarlConfig().tester
+    assert compile_limits(tester.compile, tester.sandbox).nice == tester.compile.nice == 10
+    niced = replace(LIMITS, nice=7)
+    expected = max(7, os.getpriority(os.PRIO_PROCESS, 0))  # never raised above what the tester has
+    cold = run_child("cudarl.tester.child", {"kind": "unknown"}, niced, cwd=tmp_path)
+    pool = WarmChildren("cudarl.tester.child", niced, tmp_path)
+    try:
+        pool.prime()
+        warm = run_child("cudarl.tester.child", {"kind": "unknown"}, niced, cwd=tmp_path, started=pool.take())
+    finally:
+        pool.close()
+    assert cold.last("hello")["nice"] == warm.last("hello")["nice"] == expected
+    plain = run_child("cudarl.tester.child", {"kind": "unknown"}, LIMITS, cwd=tmp_path)
+    assert plain.last("hello")["nice"] == os.getpriority(os.PRIO_PROCESS, 0)

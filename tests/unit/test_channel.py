@@ -31,6 +31,26 @@ def test_frames_round_trip_headers_and_tensors():
     os.close(read), os.close(write)
 
 
+def test_the_header_is_handed_over_before_the_blobs_cross_and_big_blobs_arrive_whole():
+    """A judge gives up its GPU turn at the header (``on_header``); the outputs, larger than a
+    pipe holds, are then still on their way, and arrive as one writable buffer each."""
+    import threading
+
+    read, write = os.pipe()
+    tensor = torch.arange(3 << 20, dtype=torch.float32)  # 12 MiB, far more than the pipe buffer
+    meta, raw = channel.tensor_to_blob(tensor)
+    assert isinstance(raw, memoryview) and raw.nbytes == tensor.numel() * 4  # no second host copy
+    writer = threading.Thread(target=channel.write_frame, args=(write, {"op": "trial", "outputs": [meta]}, [raw, b"x"]))
+    writer.start()
+    seen = []
+    header, blobs = channel.read_frame(read, on_header=lambda h: seen.append((h["op"], writer.is_alive())))
+    writer.join(timeout=30)
+    assert seen == [("trial", True)] and header["blobs"] == [raw.nbytes, 1]
+    assert isinstance(blobs[0], bytearray) and bytes(blobs[1]) == b"x"
+    assert torch.equal(channel.blob_to_tensor(header["outputs"][0], blobs[0], "cpu"), tensor)
+    os.close(read), os.close(write)
+
+
 @pytest.mark.parametrize("garbage", [
     b'{"event": "result", "outcome": "passed"}\n' + b" " * 64,
     b"CRL1" + (1 << 40).to_bytes(8, "little"),

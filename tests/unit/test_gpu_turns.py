@@ -203,3 +203,24 @@ def test_waits_are_announced_only_when_real_and_pause_frees_a_shared_turn(tmp_pa
         late = Holder(lock, "exclusive")
         assert late.wait_for_turn() > 0
         late.release()
+
+
+def test_pause_also_ends_a_timing_turn_once_its_runs_are_over(tmp_path: Path) -> None:
+    """After the timed runs (the runner's reply header), the judge's exclusive turn ends, so the
+    others' trials go on while the outputs cross the pipe; under ``whole`` it is kept."""
+    lock = tmp_path / "gpu-0.lock"
+    timing, whole = GpuTurns(str(lock), "timing"), GpuTurns(str(tmp_path / "gpu-1.lock"), "whole")
+    for turns in (timing, whole):
+        turns.take(True)
+        turns.pause()
+    assert timing.held is None and whole.held == "exclusive"
+    for path, free in ((lock, True), (tmp_path / "gpu-1.lock", False)):
+        descriptor = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            assert free, f"{path.name}: a shared turn was had while the judge should hold the GPU"
+        except BlockingIOError:
+            assert not free, f"{path.name}: the timing turn was not given up"
+        finally:
+            os.close(descriptor)
+    whole.release()
