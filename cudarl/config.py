@@ -40,11 +40,12 @@ class CompileConfig(_Section):
     """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and
     cuda.cu compile side by side."""
 
-    nice: int = Field(default=10, ge=0, le=19)
-    """CPU priority of build processes (``nice``; the compilers inherit it). Builds are
-    throughput work, while a judge holding a GPU turn is on every other judge's path: a judge
-    starved of CPU by builds stalls the GPU. 0: builds compete equally. Builds still get the
-    CPU the judges leave (niced work is slowed, never stopped), and their time limit is wall time."""
+    nice: int = Field(default=0, ge=0, le=19)
+    """CPU priority of build processes (``nice``, applied to the build's process and, where the
+    kernel schedules sessions as groups, its session; the compilers inherit it). Builds are
+    throughput work, while a judge holding a GPU turn is on every other judge's path. Off (0) by
+    default: the build's time limit is wall time, so niced builds could be pushed past it by
+    candidates spinning the CPU in their judges, and a gain was not measured (benchmarks/README.md)."""
 
     trim_includes: bool = True
     """Inline candidates: build the CUDA file with a header holding only the part of

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import mmap
 import os
 import struct
 import sys
@@ -79,15 +80,33 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-def _read_exact(fd: int, size: int) -> bytearray:
-    """``size`` bytes read straight into one buffer (outputs are often hundreds of MB: no chunk
-    list to join, no second copy)."""
-    buffer = bytearray(size)
+def _read_exact(fd: int, size: int) -> bytes:
+    """A small read (prefix, header)."""
+    chunks, remaining = [], size
+    while remaining:
+        chunk = os.read(fd, min(remaining, 1 << 22))
+        if not chunk:
+            raise EOFError("the channel closed mid-frame" if chunks or size != remaining else "the channel closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_blob(fd: int, size: int) -> mmap.mmap | bytes:
+    """``size`` bytes read straight into one writable buffer (outputs are often hundreds of MB: no
+    chunk list to join, no second copy). Anonymous memory, whose pages exist only once bytes
+    arrive: a peer that announces a huge blob and sends nothing costs no memory."""
+    if size == 0:
+        return b""
+    try:
+        buffer = mmap.mmap(-1, size)
+    except (OSError, OverflowError) as exc:  # more than the machine would ever commit
+        raise ChannelError(f"a blob of {size} bytes was announced: {exc}") from exc
     view, got = memoryview(buffer), 0
     while got < size:
         count = os.readv(fd, [view[got:got + (1 << 24)]])
         if count == 0:
-            raise EOFError("the channel closed mid-frame" if got else "the channel closed")
+            raise EOFError("the channel closed mid-frame")
         got += count
     return buffer
 
@@ -101,11 +120,13 @@ def write_frame(fd: int, header: dict[str, Any], blobs: list[bytes] = ()) -> Non
 
 
 def read_frame(fd: int, max_blob_bytes: int = 64 << 30,
-               on_header: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[bytearray]]:
+               on_header: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[mmap.mmap | bytes]]:
     """Receive one frame. Raises ``EOFError`` when the peer is gone, ``ChannelError`` when the
     bytes are not a well-formed frame. ``on_header`` runs once the header is in, before the
     blobs: the peer wrote the header only after its outputs were on the host, so its GPU work
-    for the request is over (the judge gives up its GPU turn there, not after the transfer)."""
+    for the request is over (the judge gives up its GPU turn there, not after the transfer). That
+    is the peer's word: an untrusted runner could send it early, which gains it no more than work
+    left running after a trial already does (``gpu_turns``)."""
     magic, length = _PREFIX.unpack(_read_exact(fd, _PREFIX.size))
     if magic != _MAGIC or length > MAX_HEADER_BYTES:
         raise ChannelError(f"malformed frame (magic {magic!r}, header of {length} bytes)")
@@ -119,7 +140,7 @@ def read_frame(fd: int, max_blob_bytes: int = 64 << 30,
         raise ChannelError("malformed frame: bad blob sizes")
     if on_header is not None:
         on_header(header)
-    return header, [_read_exact(fd, size) for size in sizes]
+    return header, [_read_blob(fd, size) for size in sizes]
 
 
 def tensor_to_blob(tensor) -> tuple[dict, memoryview | bytes]:
@@ -133,7 +154,7 @@ def tensor_to_blob(tensor) -> tuple[dict, memoryview | bytes]:
             "device": tensor.device.type}, raw
 
 
-def blob_to_tensor(meta: dict, raw: bytes | bytearray, device):
+def blob_to_tensor(meta: dict, raw: bytes | bytearray | mmap.mmap, device):
     """The tensor ``tensor_to_blob`` described, on ``device``."""
     import torch
 
@@ -148,5 +169,5 @@ def blob_to_tensor(meta: dict, raw: bytes | bytearray, device):
         raise ChannelError(f"tensor of shape {shape} and dtype {meta['dtype']} does not match {len(raw)} bytes")
     if count == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    flat = torch.frombuffer(raw if isinstance(raw, bytearray) else bytearray(raw), dtype=torch.uint8).view(dtype)
+    flat = torch.frombuffer(raw if isinstance(raw, (bytearray, mmap.mmap)) else bytearray(raw), dtype=torch.uint8).view(dtype)
     return flat.reshape(shape).to(device)

@@ -6,7 +6,7 @@ Why in the child and not in ``preexec_fn``: the parent may be a threaded Ray act
 - Network: a fresh network namespace (no interfaces but a down loopback). As root that is one
   ``unshare(CLONE_NEWNET)``; otherwise a user namespace first, mapping our uid to itself.
 - Files: RLIMIT_FSIZE; core dumps off.
-- CPU: build children lower their priority (``compile.nice``), so judges come first.
+- CPU: build children may lower their priority (``compile.nice``, off by default), so judges come first.
 - Processes: the trusted process is a child subreaper, so whatever the candidate starts (also
   with setsid or a double fork) stays below it and is killed when the evaluation ends. Why not a
   PID namespace: with one (unshare, /proc not remounted) the candidate's process saw no CUDA
@@ -60,16 +60,33 @@ def isolate_network() -> tuple[bool, str]:
 
 
 def apply_limits(file_size_limit_mb: int, isolate: bool, nice: int = 0) -> dict:
-    """Apply every child-side limit; returns what was applied, for the hello message. ``nice``
-    is absolute (applying the limits twice does not lower the priority twice) and only ever
-    lowers it."""
+    """Apply every child-side limit; returns what was applied, for the hello message."""
     size = file_size_limit_mb << 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    applied = lower_priority(nice) if nice > 0 else {}
+    isolated, how = isolate_network() if isolate else (False, "isolation disabled by config")
+    return {"network_isolated": isolated, "network": how, "nice": os.getpriority(os.PRIO_PROCESS, 0), **applied}
+
+
+def lower_priority(nice: int) -> dict:
+    """Lower this process's CPU priority to ``nice`` (absolute: applying it twice does not lower
+    it twice; never raised). The child leads a session of its own, and where the kernel groups
+    sessions for scheduling (``sched_autogroup``), a process's nice only ranks it within its
+    session: the session's group is niced too (``/proc/self/autogroup``), which is what ranks
+    it against other judges. Returns the group's nice when it was set."""
     if nice > os.getpriority(os.PRIO_PROCESS, 0):
         os.setpriority(os.PRIO_PROCESS, 0, nice)
-    isolated, how = isolate_network() if isolate else (False, "isolation disabled by config")
-    return {"network_isolated": isolated, "network": how, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+    try:
+        with open("/proc/self/autogroup", "r+") as group:
+            current = int(group.read().split("nice")[-1])
+            if nice > current:
+                group.seek(0)
+                group.write(str(nice))
+        with open("/proc/self/autogroup") as group:
+            return {"group_nice": int(group.read().split("nice")[-1])}
+    except (OSError, ValueError):
+        return {}  # no autogroups (disabled, or the process is in a cgroup of its own): nice alone ranks it
 
 
 def become_subreaper() -> bool:

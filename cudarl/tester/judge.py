@@ -69,8 +69,17 @@ class Judge:
     def take_turn(self, exclusive: bool, stage: str) -> None:
         """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
         and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
-        if self.turns is not None:
-            self.turns.take(exclusive, lambda: self.send_stage(stage, model="gpu turn"))
+        if self.turns is None:
+            return
+        waited = []
+
+        def announce() -> None:
+            waited.append(True)
+            self.send_stage(stage, model="gpu turn")
+
+        self.turns.take(exclusive, announce)
+        if waited:  # the wait is over: what follows is the judge's own work (or the candidate's), clocked
+            self.send_stage(stage)
 
     def pause_turn(self, _header: dict | None = None) -> None:
         """Between steps: the turn is given up, so a judge waiting to time is not held up by this
@@ -105,7 +114,7 @@ class Judge:
     def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
         finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
 
-    def ask(self, op: str, stage: str, on_header=None, **fields) -> tuple[dict, list[bytearray]]:
+    def ask(self, op: str, stage: str, on_header=None, **fields) -> tuple[dict, list]:
         try:
             reply, blobs = self.link.ask(op, stage, on_header=on_header, **fields)
         except RunnerGone:

@@ -44,12 +44,18 @@ class RunnerLink:
         os.close(reply_write)
 
     def ask(self, op: str, stage: str, on_header: Callable[[dict], None] | None = None,
-            **fields) -> tuple[dict, list[bytearray]]:
-        """Send a request and read its reply; ``on_header``: see ``channel.read_frame``."""
+            **fields) -> tuple[dict, list]:
+        """Send a request and read its reply; ``on_header`` (see ``channel.read_frame``) runs only
+        for a header that answers this request (its nonce and op)."""
         nonce = secrets.token_hex(16)
+
+        def answered(header: dict) -> None:
+            if on_header is not None and header.get("nonce") == nonce and header.get("op") == op:
+                on_header(header)
+
         try:
             channel.write_frame(self.request_write, {"op": op, "nonce": nonce, "stage": stage, **fields})
-            reply, blobs = channel.read_frame(self.reply_read, on_header=on_header)
+            reply, blobs = channel.read_frame(self.reply_read, on_header=answered)
         except (EOFError, BrokenPipeError) as exc:
             raise RunnerGone(str(exc)) from exc
         except channel.ChannelError as exc:

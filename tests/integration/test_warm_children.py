@@ -104,11 +104,20 @@ def test_a_warm_child_is_isolated_like_a_cold_one_and_ignores_planted_modules(tm
     assert warm.last("hello")["network"] == cold.last("hello")["network"]
 
 
+def _autogroups() -> bool:
+    try:
+        return open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1" and \
+            "nice" in open("/proc/self/autogroup").read()
+    except OSError:
+        return False
+
+
 def test_build_children_run_at_the_compile_priority_warm_or_cold(tmp_path):
-    """Builds yield the CPU to judges (``compile.nice``); a warm child applies it once, at its
-    start, and the job's own limits do not lower it a second time."""
-    tester = CudarlConfig().tester
-    assert compile_limits(tester.compile, tester.sandbox).nice == tester.compile.nice == 10
+    """Builds can yield the CPU to judges (``compile.nice``, off by default); a warm child applies
+    it once, at its start, and the job's own limits do not lower it a second time."""
+    tester = CudarlConfig.model_validate({"tester": {"compile": {"nice": 7}}}).tester
+    assert compile_limits(tester.compile, tester.sandbox).nice == 7
+    assert compile_limits(CudarlConfig().tester.compile, tester.sandbox).nice == 0  # off by default
     niced = replace(LIMITS, nice=7)
     expected = max(7, os.getpriority(os.PRIO_PROCESS, 0))  # never raised above what the tester has
     cold = run_child("cudarl.tester.child", {"kind": "unknown"}, niced, cwd=tmp_path)
@@ -119,5 +128,7 @@ def test_build_children_run_at_the_compile_priority_warm_or_cold(tmp_path):
     finally:
         pool.close()
     assert cold.last("hello")["nice"] == warm.last("hello")["nice"] == expected
+    if _autogroups():  # sessions are scheduled as groups: the build's session is niced too
+        assert cold.last("hello")["group_nice"] == warm.last("hello")["group_nice"] == 7
     plain = run_child("cudarl.tester.child", {"kind": "unknown"}, LIMITS, cwd=tmp_path)
     assert plain.last("hello")["nice"] == os.getpriority(os.PRIO_PROCESS, 0)

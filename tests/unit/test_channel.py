@@ -3,6 +3,7 @@ truncated messages are refused, real ones round-trip (tensors included)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -46,7 +47,7 @@ def test_the_header_is_handed_over_before_the_blobs_cross_and_big_blobs_arrive_w
     header, blobs = channel.read_frame(read, on_header=lambda h: seen.append((h["op"], writer.is_alive())))
     writer.join(timeout=30)
     assert seen == [("trial", True)] and header["blobs"] == [raw.nbytes, 1]
-    assert isinstance(blobs[0], bytearray) and bytes(blobs[1]) == b"x"
+    assert not memoryview(blobs[0]).readonly and bytes(blobs[1]) == b"x"
     assert torch.equal(channel.blob_to_tensor(header["outputs"][0], blobs[0], "cpu"), tensor)
     os.close(read), os.close(write)
 
@@ -70,6 +71,21 @@ def test_a_closed_channel_is_end_of_file_not_a_frame():
     os.close(write)
     with pytest.raises(EOFError):
         channel.read_frame(read)
+    os.close(read)
+
+
+def test_a_huge_blob_announced_and_never_sent_costs_nothing_and_is_an_error():
+    """The buffer's pages exist only once bytes arrive: 48 GiB announced, then the peer hangs up."""
+    import resource
+
+    read, write = os.pipe()
+    body = json.dumps({"op": "trial", "nonce": "n", "blobs": [48 << 30]}).encode()
+    os.write(write, b"CRL1" + len(body).to_bytes(8, "little") + body)
+    os.close(write)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises((EOFError, channel.ChannelError)):
+        channel.read_frame(read)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 1 << 20  # KiB: under 1 GiB more
     os.close(read)
 
 
