@@ -91,7 +91,7 @@ def run_compile(job: dict, results: ResultWriter) -> None:
 def _apply_limits(limits: dict) -> dict:
     from cudarl.tester.isolation import apply_limits
 
-    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"], limits.get("nice", 0))
+    applied = apply_limits(limits)
     if limits.get("isolate_pids"):
         from cudarl.tester.isolation import become_subreaper
 

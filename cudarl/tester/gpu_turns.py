@@ -45,13 +45,21 @@ class GpuTurns:
         self.held: str | None = None
         self.waited_s = 0.0  # total time spent waiting for turns
 
-    def take(self, exclusive: bool, before_waiting: Callable[[], None] = lambda: None) -> None:
+    def take(self, exclusive: bool, before_waiting: Callable[[], None] = lambda: None) -> bool:
         """The turn a step needs (exclusive to time, shared otherwise; under ``whole`` always the
-        first, exclusive one); ``before_waiting`` runs only when the turn cannot be had at once."""
+        first, exclusive one); ``before_waiting`` runs only when the turn cannot be had at once.
+        True when it had to wait (so the caller can say the wait is over)."""
         wanted = "exclusive" if exclusive or self.whole else "shared"
         if self.held == wanted or (self.whole and self.held):
-            return
-        self._take(fcntl.LOCK_EX if wanted == "exclusive" else fcntl.LOCK_SH, wanted, before_waiting)
+            return False
+        waited = []
+
+        def announce() -> None:
+            waited.append(True)
+            before_waiting()
+
+        self._take(fcntl.LOCK_EX if wanted == "exclusive" else fcntl.LOCK_SH, wanted, announce)
+        return bool(waited)
 
     def pause(self) -> None:
         """Give up the turn between steps (trials; a timing once its runs are over), so a judge

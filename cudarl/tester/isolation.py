@@ -59,13 +59,14 @@ def isolate_network() -> tuple[bool, str]:
     return False, f"unshare refused ({os.strerror(error)}); network not isolated"
 
 
-def apply_limits(file_size_limit_mb: int, isolate: bool, nice: int = 0) -> dict:
-    """Apply every child-side limit; returns what was applied, for the hello message."""
-    size = file_size_limit_mb << 20
+def apply_limits(limits: dict) -> dict:
+    """Apply every child-side limit (``sandbox.child_limits``: file size, network, nice); returns
+    what was applied, for the hello message."""
+    size = limits["file_size_limit_mb"] << 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    applied = lower_priority(nice) if nice > 0 else {}
-    isolated, how = isolate_network() if isolate else (False, "isolation disabled by config")
+    applied = lower_priority(limits["nice"]) if limits["nice"] > 0 else {}
+    isolated, how = isolate_network() if limits["isolate_network"] else (False, "isolation disabled by config")
     return {"network_isolated": isolated, "network": how, "nice": os.getpriority(os.PRIO_PROCESS, 0), **applied}
 
 
@@ -83,8 +84,7 @@ def lower_priority(nice: int) -> dict:
             if nice > current:
                 group.seek(0)
                 group.write(str(nice))
-        with open("/proc/self/autogroup") as group:
-            return {"group_nice": int(group.read().split("nice")[-1])}
+        return {"group_nice": max(nice, current)}
     except (OSError, ValueError):
         return {}  # no autogroups (disabled, or the process is in a cgroup of its own): nice alone ranks it
 

@@ -11,8 +11,8 @@ shares that timing among the task's judges and computes the speedup
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
-own kernels did the work (profiled trial), re-checks of two timed outputs chosen at random,
-side-stream lateness, and event times against the host clock. Verdict messages follow the same
+own kernels did the work (profiled trial), and the timing checks of ``judge_timing`` (re-checks
+of two timed outputs chosen at random, side-stream lateness, event times against the host clock). Verdict messages follow the same
 ``hello``/``stage``/``result`` protocol as the compile child. A warm judge (``--warm``, started
 by ``sandbox.WarmChildren`` before its job exists) has its limits, runner, torch and CUDA
 context up when the job arrives.
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from cudarl.tester import channel
 from cudarl.tester.child import describe_exception, make_inputs
+from cudarl.tester.judge_timing import time_candidate, time_reference
 from cudarl.tester.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
 
 _RESULTS = channel.ResultWriter(-1)  # the signed result pipe, set up in main()
@@ -69,17 +70,8 @@ class Judge:
     def take_turn(self, exclusive: bool, stage: str) -> None:
         """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
         and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
-        if self.turns is None:
-            return
-        waited = []
-
-        def announce() -> None:
-            waited.append(True)
-            self.send_stage(stage, model="gpu turn")
-
-        self.turns.take(exclusive, announce)
-        if waited:  # the wait is over: what follows is the judge's own work (or the candidate's), clocked
-            self.send_stage(stage)
+        if self.turns is not None and self.turns.take(exclusive, lambda: self.send_stage(stage, model="gpu turn")):
+            self.send_stage(stage)  # the wait is over: what follows is the judge's own work (or the candidate's), clocked
 
     def pause_turn(self, _header: dict | None = None) -> None:
         """Between steps: the turn is given up, so a judge waiting to time is not held up by this
@@ -274,7 +266,9 @@ def run(job: dict, link: RunnerLink | None = None) -> None:
     if not timed:
         finish("correct", "correctness", correctness=judge.report, hardening=judge.hardening)
     judge.take_turn(exclusive=True, stage="timing")
-    finish_timed(judge, job)
+    timing_report = time_candidate(judge, job)
+    judge.link.close()
+    finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
 
 
 def run_reference(job: dict) -> None:
@@ -307,73 +301,19 @@ def raise_if_patched(judge: Judge) -> None:
     judge.problems_verdict(reply["problems"], "correctness", "after the trials")
 
 
-def time_reference(judge: Judge, job: dict):
-    """Time the reference (``TimingStats``) on inputs from a secret seed."""
-    from cudarl.config import TimingConfig
-    from cudarl.tester import timing
+def apply_own_limits(limits: dict) -> dict:
+    """The child-side limits, and the judge made non-dumpable (its memory holds the secrets)."""
+    from cudarl.tester.isolation import apply_limits, make_undumpable
 
-    base = judge.secret.getrandbits(40) << 20
-    inputs = timing.TimedInputs(judge.inputs_for, base, job["fresh_timing_inputs"])
-    judge.send_stage("timing", model="reference")
-    with judge.torch.no_grad():
-        return timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
-                                    TimingConfig(**job["timing"]), prepare=inputs.prepare)
-
-
-def finish_timed(judge: Judge, job: dict) -> None:
-    """Time the candidate, re-check two timed outputs and the timer, and finish ``passed`` with the
-    candidate's timing; the tester adds the reference's (``reference_only`` jobs) and the speedup."""
-    from cudarl.tester.verdict import TimingStats
-
-    torch = judge.torch
-    base = judge.secret.getrandbits(40) << 20
-    judge.send_stage("timing", model="candidate")
-    started = time.monotonic()
-    reply, blobs = judge.ask("time", "timing", on_header=judge.pause_turn, base_seed=base, timing=job["timing"],
-                             pick_seed=judge.secret.getrandbits(62), fresh_inputs=job["fresh_timing_inputs"],
-                             reset_l2=job["reset_persisting_l2"])
-    wall_ms = (time.monotonic() - started) * 1000.0
-    # The timed runs are over: the rechecks below are GPU work like a trial's, in a shared turn
-    # (under "whole" the judge keeps its exclusive one).
-    judge.take_turn(exclusive=False, stage="timing")
-    judge.problems_verdict(reply["problems"], "timing", "timing")
-    cursor = 0
-    for check in reply["checks"]:
-        count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
-        expected, _ = judge.expected_for(int(check["seed"]))
-        result = judge.compare(check, blobs[cursor:cursor + count], expected)
-        cursor += count
-        if not result.ok:
-            call = int(check["seed"]) - base
-            judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
-                                               f"was wrong: {result.reason}"])
-    cand_stats = TimingStats.model_validate(reply["stats"])
-    if cand_stats.clock_violations:
-        judge.fail("rejected", "timing", [f"[timer] {cand_stats.clock_violations} timed run(s) reported more "
-                                          "event time than the host clock measured around them"])
-    if cand_stats.mean_ms * cand_stats.count > wall_ms:
-        judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
-                                          "clock measured for the whole timing request"])
-    if cand_stats.late_runs > max(2, job["side_stream_share"] * cand_stats.count):
-        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.late_runs} of {cand_stats.count} "
-                                          "timed runs, work finished after the call's stream was done "
-                                          "(work must run on the current stream)"])
-    judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
-    timing_report = {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],
-                     "device": torch.cuda.get_device_name(judge.device)}
-    judge.link.close()
-    finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
+    return {**apply_limits(limits), "undumpable": make_undumpable()}
 
 
 def warm_up(limits: dict, runner: bool, warm_profiler: bool) -> tuple[dict, RunnerLink | None]:
     """A warm judge's start, before its job exists (``sandbox.WarmChildren``): its limits, its
     runner if asked (which imports torch and starts the profiler meanwhile), torch and a CUDA
     context. Nothing secret exists yet; the seeds, the key and the paths come with the job."""
-    from cudarl.tester.isolation import apply_limits, make_undumpable
-
     # Limits first: unsharing the network namespace needs a single-threaded process.
-    applied = apply_limits(limits["file_size_limit_mb"], limits["isolate_network"], limits.get("nice", 0))
-    applied["undumpable"] = make_undumpable()
+    applied = apply_own_limits(limits)
     link = RunnerLink(limits["isolate_pids"], warm_profiler=warm_profiler) if runner else None
     import torch
 
@@ -403,11 +343,7 @@ def main() -> None:
     if job.get("cwd"):
         os.chdir(job["cwd"])
     if applied is None:
-        from cudarl.tester.isolation import apply_limits, make_undumpable
-
-        applied = apply_limits(job["limits"]["file_size_limit_mb"], job["limits"]["isolate_network"],
-                               job["limits"].get("nice", 0))
-        applied["undumpable"] = make_undumpable()
+        applied = apply_own_limits(job["limits"])
     elif job["limits"] != warm_limits:
         finish("harness_error", "load", ["a warm judge got a job with other limits than it applied"])
     send("hello", pid=os.getpid(), warm=warm_limits is not None, **applied)

@@ -84,6 +84,18 @@ def test_a_dead_warm_child_is_replaced_by_a_cold_one(tmp_path):
         assert item.process.poll() is not None, "close() left a warm child running"
 
 
+def cold_and_warm(limits: ChildLimits, cwd):
+    """The same job (an unknown kind: hello, then a harness_error) in a cold child and a warm one."""
+    cold = run_child("cudarl.tester.child", {"kind": "unknown"}, limits, cwd=cwd)
+    pool = WarmChildren("cudarl.tester.child", limits, cwd)
+    try:
+        pool.prime()
+        warm = run_child("cudarl.tester.child", {"kind": "unknown"}, limits, cwd=cwd, started=pool.take())
+    finally:
+        pool.close()
+    return cold, warm
+
+
 def test_a_warm_child_is_isolated_like_a_cold_one_and_ignores_planted_modules(tmp_path):
     """Limits are applied before torch's import (unsharing the network needs one thread), and
     the child's folder is not on sys.path (a candidate could have written modules there)."""
@@ -91,13 +103,7 @@ def test_a_warm_child_is_isolated_like_a_cold_one_and_ignores_planted_modules(tm
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "argparse.py").write_text("raise SystemExit('planted module imported')\n")
-    cold = run_child("cudarl.tester.child", {"kind": "unknown"}, isolated, cwd=scratch)
-    pool = WarmChildren("cudarl.tester.child", isolated, scratch)
-    try:
-        pool.prime()
-        warm = run_child("cudarl.tester.child", {"kind": "unknown"}, isolated, cwd=scratch, started=pool.take())
-    finally:
-        pool.close()
+    cold, warm = cold_and_warm(isolated, scratch)
     for outcome in (cold, warm):
         assert outcome.last("result")["outcome"] == "harness_error", outcome.stderr
     assert warm.last("hello")["network_isolated"] == cold.last("hello")["network_isolated"]
@@ -120,13 +126,7 @@ def test_build_children_run_at_the_compile_priority_warm_or_cold(tmp_path):
     assert compile_limits(CudarlConfig().tester.compile, tester.sandbox).nice == 0  # off by default
     niced = replace(LIMITS, nice=7)
     expected = max(7, os.getpriority(os.PRIO_PROCESS, 0))  # never raised above what the tester has
-    cold = run_child("cudarl.tester.child", {"kind": "unknown"}, niced, cwd=tmp_path)
-    pool = WarmChildren("cudarl.tester.child", niced, tmp_path)
-    try:
-        pool.prime()
-        warm = run_child("cudarl.tester.child", {"kind": "unknown"}, niced, cwd=tmp_path, started=pool.take())
-    finally:
-        pool.close()
+    cold, warm = cold_and_warm(niced, tmp_path)
     assert cold.last("hello")["nice"] == warm.last("hello")["nice"] == expected
     if _autogroups():  # sessions are scheduled as groups: the build's session is niced too
         assert cold.last("hello")["group_nice"] == warm.last("hello")["group_nice"] == 7

@@ -59,16 +59,21 @@ class Holder:
         return self.times["released"]
 
 
-def gate_is_held(lock: Path) -> bool:
-    """Whether some judge holds the gate (one waiting for an exclusive turn does)."""
-    descriptor = os.open(f"{lock}.gate", os.O_RDWR | os.O_CREAT, 0o600)
+def is_free(path: Path, operation: int) -> bool:
+    """Whether ``flock(operation)`` on ``path`` could be had at once (and is given back)."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(descriptor, operation | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return False
     finally:
         os.close(descriptor)
-    return False
+    return True
+
+
+def gate_is_held(lock: Path) -> bool:
+    """Whether some judge holds the gate (one waiting for an exclusive turn does)."""
+    return not is_free(Path(f"{lock}.gate"), fcntl.LOCK_EX)
 
 
 def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
@@ -214,13 +219,6 @@ def test_pause_also_ends_a_timing_turn_once_its_runs_are_over(tmp_path: Path) ->
         turns.take(True)
         turns.pause()
     assert timing.held is None and whole.held == "exclusive"
-    for path, free in ((lock, True), (tmp_path / "gpu-1.lock", False)):
-        descriptor = os.open(path, os.O_RDWR)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            assert free, f"{path.name}: a shared turn was had while the judge should hold the GPU"
-        except BlockingIOError:
-            assert not free, f"{path.name}: the timing turn was not given up"
-        finally:
-            os.close(descriptor)
+    assert is_free(lock, fcntl.LOCK_SH), "the timing turn was not given up"
+    assert not is_free(tmp_path / "gpu-1.lock", fcntl.LOCK_SH), "a shared turn was had under whole"
     whole.release()
