@@ -109,6 +109,13 @@ def _sync_slack_ms(flush: torch.Tensor, events: list, runs: int = 30) -> float:
     return max(0.02, 2 * gaps[int(0.9 * (len(gaps) - 1))])
 
 
+def side_stream_runs(stats: TimingStats) -> int:
+    """Timed runs whose work outlasted the call's stream beyond what the host explains: the late
+    runs less the late empty-call controls taken after each (both come from the same host
+    wake-up after a synchronize; only the first can hold the candidate's work)."""
+    return max(0, stats.late_runs - stats.late_control_runs)
+
+
 def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: TimingConfig,
                   prepare: Callable[[int], None] | None = None,
                   on_sample: Callable[[int, object], None] | None = None,
@@ -134,7 +141,7 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
     events = [_Event(enable_timing=True) for _ in range(3)]
     slack = _sync_slack_ms(flush, events)
     samples: list[float] = []
-    off_stream = clock_violations = late = 0
+    off_stream = clock_violations = late = late_control = 0
     deadline = _monotonic() + config.budget_s
     while len(samples) < config.max_runs:
         index = len(samples)
@@ -155,6 +162,12 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
         # at least half as long as the stream's own.
         if device_ms - stream_ms > max(slack, 0.5 * stream_ms):
             late += 1
+        # The paired control: the same sample around an empty call, right after. A loaded host
+        # (measured: builds on every core) wakes up late after the synchronize for any call;
+        # only lateness beyond the controls' is the candidate's (``side_stream_runs``).
+        control_stream_ms, control_device_ms, _, _ = _sample(lambda: None, flush, events)
+        if control_device_ms - control_stream_ms > slack:
+            late_control += 1
         if on_sample is not None:
             on_sample(index, output)
         del output
@@ -163,4 +176,5 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
             if stats.rse < config.target_rse or _monotonic() > deadline:
                 break
     return summarize(samples).model_copy(update={"off_stream_runs": off_stream, "late_runs": late,
+                                                 "late_control_runs": late_control,
                                                  "clock_violations": clock_violations})
