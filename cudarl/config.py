@@ -196,10 +196,9 @@ class HardeningConfig(_Section):
     """Clear persisting-L2 lines before each timed call's flush."""
 
     side_stream_share: float = 0.1
-    """Largest share of timed runs whose work may finish after the call's stream; above it the
-    candidate is rejected (``[side-stream]``). Runs count less the late empty-call controls timed
-    after each: with 14 build workers on 16 cores, 155 of 980 runs of an honest 0.57 ms kernel
-    (the suite's batched_matmul) ended more than half its time after its stream (H200)."""
+    """Largest share of timed runs whose work was still running after the host had seen the
+    call's stream end (a few can be host hiccups); above it the candidate is rejected
+    (``[side-stream]``)."""
 
     drop_capabilities: bool = True
     """The candidate's process gives up root's capabilities once CUDA is up, so it cannot reach

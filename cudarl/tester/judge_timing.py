@@ -31,7 +31,6 @@ def time_candidate(judge: Judge, job: dict) -> dict:
     """Time the candidate, re-check two timed outputs and the timer; the candidate's timing report
     (the tester adds the reference's, from ``reference_only`` jobs, and the speedup). Every failed
     check ends the judge with its verdict."""
-    from cudarl.tester import timing
     from cudarl.tester.verdict import TimingStats
 
     torch = judge.torch
@@ -63,11 +62,9 @@ def time_candidate(judge: Judge, job: dict) -> dict:
     if cand_stats.mean_ms * cand_stats.count > wall_ms:
         judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
                                           "clock measured for the whole timing request"])
-    late = timing.side_stream_runs(cand_stats)
-    if late > max(2, job["side_stream_share"] * cand_stats.count):
-        judge.fail("rejected", "timing", [f"[side-stream] in {late} of {cand_stats.count} timed runs "
-                                          f"({cand_stats.late_runs} late, {cand_stats.late_control_runs} empty-call "
-                                          "controls late), work finished after the call's stream was done "
+    if cand_stats.late_runs > max(2, job["side_stream_share"] * cand_stats.count):
+        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.late_runs} of {cand_stats.count} "
+                                          "timed runs, work finished after the call's stream was done "
                                           "(work must run on the current stream)"])
     judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
     return {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],

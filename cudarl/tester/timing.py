@@ -1,9 +1,14 @@
 """Timing a model on the GPU the way a candidate cannot game.
 
 Per timed call: synchronize, flush L2 (write a buffer twice the L2 size), queue a short spin
-kernel (so the host's launch latency is hidden, not timed), record the start event, call, record an end event on the stream, synchronize the whole device, record a second
-end event. A run counts the stream time unless the device-wide end came later than host
-latency explains (work left on other streams): then it counts the device time. Measured on an
+kernel (so the host's launch latency is hidden, not timed), record the start event, call, record
+an end event on the stream, wait for that event and record a "host saw it" event, synchronize the
+whole device, record a device end event. A run counts the stream time unless the device end came
+later than host latency explains (work left on other streams): then it counts the device time.
+A run is *late* (side-stream work, ``late_runs``) only when work was still running after the host
+had seen the stream end: on a host busy with builds, waking up after a long wait took more than
+half of an honest 0.57 ms kernel's time in 155 of 980 runs (H200, 14 build workers on 16 cores),
+so the time up to the device end alone cannot tell host latency from the candidate's work. Measured on an
 H200 (benchmarks/timing_stability.py): charging every run the device-synchronized time added a
 10-20 us host latency that differed between processes, spreading medians of a 0.2 ms kernel by
 5-10% across fresh processes. Warm-up runs come first (by count and by time, so clocks ramp up); runs repeat until the relative standard error of
@@ -23,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -80,14 +85,23 @@ class TimedInputs:
             self.current = self.make(self.seed(index))
 
 
-def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tuple[float, float, float, object]:
-    """One timed call: (stream ms, device ms, host ms, output).
+class _Sample(NamedTuple):
+    stream_ms: float  # start to the end event on the call's stream
+    device_ms: float  # start to the end event recorded after a device-wide synchronize
+    remaining_ms: float  # from the host's seeing the stream end to the device end: other streams' work
+    host_ms: float  # the host clock around it all (event times must fit inside)
+    output: object
 
-    The start event, the call, an end event on the current stream, then a device-wide
-    synchronize and a second end event. Stream time excludes the host's wake-up latency after
-    the synchronize (10-20 us, varying by process); device time includes any work the call left
-    on other streams; host time brackets both events, so it can never be shorter."""
-    start, end_stream, end_device = events
+
+def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> _Sample:
+    """One timed call.
+
+    The start event, the call, an end event on the current stream; the host waits for that
+    event and records a "seen" event (the current stream is idle, so it runs at once), then
+    synchronizes the device and records the device end. Stream time excludes the host's wake-up
+    latency (10-20 us, varying by process; milliseconds on a busy host); device time includes any
+    work the call left on other streams; host time brackets all events, so it can never be shorter."""
+    start, end_stream, seen, end_device = events
     _synchronize(flush.device)
     flush.fill_(1)
     _compat.gpu_busy_wait(_LAUNCH_COVER_CYCLES)  # the GPU is busy while the host launches the call
@@ -95,25 +109,21 @@ def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> tu
     _record(start)
     output = call()
     _record(end_stream)
+    _event_synchronize(end_stream)
+    _record(seen)
     _synchronize(flush.device)
     _record(end_device)
     _event_synchronize(end_device)
     host_ms = (_clock() - host_start) * 1000.0
-    return _elapsed(start, end_stream), _elapsed(start, end_device), host_ms, output
+    return _Sample(_elapsed(start, end_stream), _elapsed(start, end_device), _elapsed(seen, end_device), host_ms, output)
 
 
 def _sync_slack_ms(flush: torch.Tensor, events: list, runs: int = 30) -> float:
-    """How much later than the stream's end the device-synchronized end event lands for a call
-    that does nothing: the host latency, to be allowed for before blaming the candidate."""
-    gaps = sorted(device - stream for stream, device, _, _ in (_sample(lambda: None, flush, events) for _ in range(runs)))
+    """How much later than the stream's end the device end event lands for a call that does
+    nothing: the host latency, to be allowed for before blaming the candidate."""
+    samples = [_sample(lambda: None, flush, events) for _ in range(runs)]
+    gaps = sorted(sample.device_ms - sample.stream_ms for sample in samples)
     return max(0.02, 2 * gaps[int(0.9 * (len(gaps) - 1))])
-
-
-def side_stream_runs(stats: TimingStats) -> int:
-    """Timed runs whose work outlasted the call's stream beyond what the host explains: the late
-    runs less the late empty-call controls taken after each (both come from the same host
-    wake-up after a synchronize; only the first can hold the candidate's work)."""
-    return max(0, stats.late_runs - stats.late_control_runs)
 
 
 def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: TimingConfig,
@@ -138,10 +148,10 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
         if runs % 8 == 0:
             _synchronize(device)  # keep the host from queueing far ahead of the GPU
     _synchronize(device)
-    events = [_Event(enable_timing=True) for _ in range(3)]
+    events = [_Event(enable_timing=True) for _ in range(4)]
     slack = _sync_slack_ms(flush, events)
     samples: list[float] = []
-    off_stream = clock_violations = late = late_control = 0
+    off_stream = clock_violations = late = 0
     deadline = _monotonic() + config.budget_s
     while len(samples) < config.max_runs:
         index = len(samples)
@@ -149,32 +159,25 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
             prepare(index)
         if before_sample is not None:
             before_sample()
-        stream_ms, device_ms, host_ms, output = _sample(lambda: call(index), flush, events)
-        if stream_ms > host_ms + _CLOCK_TOLERANCE_MS:
+        sample = _sample(lambda: call(index), flush, events)
+        if sample.stream_ms > sample.host_ms + _CLOCK_TOLERANCE_MS:
             clock_violations += 1
-        if device_ms - stream_ms > slack:
+        if sample.device_ms - sample.stream_ms > slack:
             off_stream += 1
-            samples.append(device_ms)
+            samples.append(sample.device_ms)  # charged, host latency and all: never in the candidate's favour
         else:
-            samples.append(stream_ms)
-        # Late, not just a slow host wake-up after a long wait (measured: 5 of 20 runs of a 1.2 ms
-        # attention kernel exceeded the empty-call slack): the work after the stream's end is
-        # at least half as long as the stream's own.
-        if device_ms - stream_ms > max(slack, 0.5 * stream_ms):
+            samples.append(sample.stream_ms)
+        # Late: work still ran after the host had seen the stream end, for at least half as long
+        # as the stream's own time (measured before the "seen" event: 5 of 20 runs of a 1.2 ms
+        # attention kernel exceeded the empty-call slack without it).
+        if sample.remaining_ms > max(slack, 0.5 * sample.stream_ms):
             late += 1
-        # The paired control: the same sample around an empty call, right after. A loaded host
-        # (measured: builds on every core) wakes up late after the synchronize for any call;
-        # only lateness beyond the controls' is the candidate's (``side_stream_runs``).
-        control_stream_ms, control_device_ms, _, _ = _sample(lambda: None, flush, events)
-        if control_device_ms - control_stream_ms > slack:
-            late_control += 1
         if on_sample is not None:
-            on_sample(index, output)
-        del output
+            on_sample(index, sample.output)
+        del sample
         if len(samples) >= config.min_runs:
             stats = summarize(samples)
             if stats.rse < config.target_rse or _monotonic() > deadline:
                 break
     return summarize(samples).model_copy(update={"off_stream_runs": off_stream, "late_runs": late,
-                                                 "late_control_runs": late_control,
                                                  "clock_violations": clock_violations})

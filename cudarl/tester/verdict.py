@@ -97,7 +97,6 @@ class TimingStats(BaseModel):
     rse: float
     off_stream_runs: int = 0  # runs whose work outlasted the stream (charged device time)
     late_runs: int = 0  # off-stream runs whose late work was at least half the stream's time
-    late_control_runs: int = 0  # empty-call controls (one after each run) that came out late: host lateness
     clock_violations: int = 0  # runs whose event time exceeded the host clock around them
 
 

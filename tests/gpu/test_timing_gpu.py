@@ -1,7 +1,7 @@
 """Timing on a host whose every core is busy (as a pool's build workers keep it): an honest
 kernel on the current stream is not taken for side-stream work, and real side-stream work
-still is. Covers ``cudarl.tester.timing`` directly (no judge, no sandbox); the judge's use of
-``side_stream_runs`` is covered by the exploit corpus (``c07_side_stream``)."""
+still is (and its time is charged). Covers ``cudarl.tester.timing`` directly (no judge, no
+sandbox); the judge's ``[side-stream]`` rule is covered by the exploit corpus (``c07_side_stream``)."""
 
 from __future__ import annotations
 
@@ -38,18 +38,17 @@ def _time(call):
     from cudarl.tester import timing
 
     config = TimingConfig(warmup_runs=5, warmup_s=0.2, min_runs=RUNS, max_runs=RUNS, target_rse=0.0, budget_s=120.0)
-    stats = timing.time_callable(call, timing.l2_flush_buffer(torch.device("cuda")), config)
-    return stats, timing.side_stream_runs(stats)
+    return timing.time_callable(call, timing.l2_flush_buffer(torch.device("cuda")), config)
 
 
 def test_an_honest_kernel_on_a_busy_host_is_not_taken_for_side_stream_work(busy_host):
     from cudarl import _compat
 
-    stats, side_stream = _time(lambda _k: _compat.gpu_busy_wait(SPIN_CYCLES))
-    print(f"{busy_host} spinners: {stats.count} runs, median {stats.median_ms:.3f} ms, {stats.late_runs} late, "
-          f"{stats.late_control_runs} controls late, {side_stream} counted as side-stream")
+    stats = _time(lambda _k: _compat.gpu_busy_wait(SPIN_CYCLES))
+    print(f"{busy_host} spinners: {stats.count} runs, median {stats.median_ms:.3f} ms, "
+          f"{stats.off_stream_runs} charged device time, {stats.late_runs} late")
     assert stats.count == RUNS
-    assert side_stream <= max(2, 0.1 * stats.count)  # the judge's default rule
+    assert stats.late_runs <= max(2, 0.1 * stats.count)  # the judge's default rule
 
 
 def test_side_stream_work_on_a_busy_host_is_still_seen(busy_host):
@@ -63,8 +62,8 @@ def test_side_stream_work_on_a_busy_host_is_still_seen(busy_host):
         with torch.cuda.stream(side):
             _compat.gpu_busy_wait(SPIN_CYCLES)
 
-    stats, side_stream = _time(call)
-    print(f"{busy_host} spinners: {stats.count} runs, median {stats.median_ms:.3f} ms (device time charged), "
-          f"{stats.late_runs} late, {stats.late_control_runs} controls late, {side_stream} counted as side-stream")
-    assert side_stream > 0.5 * stats.count
+    stats = _time(call)
+    print(f"{busy_host} spinners: {stats.count} runs, median {stats.median_ms:.3f} ms, "
+          f"{stats.off_stream_runs} charged device time, {stats.late_runs} late")
+    assert stats.late_runs > 0.5 * stats.count
     assert stats.off_stream_runs > 0.5 * stats.count and stats.median_ms > 0.3  # the side stream's time is charged
