@@ -3,17 +3,22 @@
 Per timed call: synchronize, flush L2 (write a buffer twice the L2 size), queue a short spin
 kernel (so the host's launch latency is hidden, not timed), record the start event, call, record
 an end event on the stream, wait for that event and record a "host saw it" event, synchronize the
-whole device, record a device end event. A run counts the stream time unless the device end came
-later than host latency explains (work left on other streams): then it counts the device time.
-A run is *late* (side-stream work, ``late_runs``) only when work was still running after the host
-had seen the stream end: on a host busy with builds, waking up after a long wait took more than
-half of an honest 0.57 ms kernel's time in 155 of 980 runs (H200, 14 build workers on 16 cores),
-so the time up to the device end alone cannot tell host latency from the candidate's work. Measured on an
+whole device, record a device end event.
+
+A run counts the stream time unless the device end came later than host latency explains (work
+left on other streams): then it counts the device time, host latency and all. Measured on an
 H200 (benchmarks/timing_stability.py): charging every run the device-synchronized time added a
 10-20 us host latency that differed between processes, spreading medians of a 0.2 ms kernel by
-5-10% across fresh processes. Warm-up runs come first (by count and by time, so clocks ramp up); runs repeat until the relative standard error of
-the mean is under the target or the time budget is spent. The reference is timed the same way
-in the same way (in the judge's process), so the speedup is a ratio of two live measurements.
+5-10% across fresh processes. A run is *late* (side-stream work, ``late_runs``) only when work
+was still running after the host had seen the stream end: on a host busy with builds, waking up
+after a long wait took more than half of an honest 0.57 ms kernel's time in 155 of 980 runs
+(H200, 14 build workers on 16 cores), so the time up to the device end alone cannot tell host
+latency from the candidate's work.
+
+Warm-up runs come first (by count and by time, so clocks ramp up); runs repeat until the
+relative standard error of the mean is under the target or the time budget is spent. The
+reference is timed the same way (in the judge's process), so the speedup is a ratio of two live
+measurements.
 
 Hardening: every timed call may get fresh inputs (``prepare``, untimed), so a cache keyed on
 pointers, shapes or contents never hits and work cannot be batched ahead; persisting-L2 lines
@@ -21,6 +26,11 @@ are reset before each flush (``before_sample``); the functions used here are bou
 module is imported, before any candidate runs, so patching torch or the clocks changes nothing;
 and each sample's event time must fit inside the host-clock time measured around it (a forged
 or misplaced event shows up in ``clock_violations``).
+
+Not covered: work a call puts on another stream starts at once, alongside the launch-cover spin,
+so up to the spin's length (about 0.1 ms) of it can end before the start event, uncharged and
+not late (measured on an H200: a 0.5 ms spin on a side stream was charged 0.42 ms). The static
+rules refuse stream creation in Python and C++ for this reason.
 """
 
 from __future__ import annotations
