@@ -18,9 +18,10 @@ Covered (each has an exploit in tests/exploits and a test that it is stopped, wi
 - Caching and replay (pointer, ``id()``, shape or content keyed), batch-and-skip and warm-up
   detection: fresh inputs every trial and every timed call, two timed outputs re-checked at random
   (``[recheck]``), and static rules against state kept across calls (``[cache]``).
-- Side streams and background threads: device-wide end events charge late work and a share of
-  runs with work still going after the host saw the stream end is rejected (``[side-stream]``); new Python threads are rejected (``[thread]``); static
-  rules refuse stream creation and threads in Python and C++.
+- Side streams and background threads: device-wide end events charge late work, and a share of
+  runs with work still going after the host saw the stream end is rejected (``[side-stream]``);
+  new Python threads are rejected (``[thread]``); static rules refuse stream creation and threads
+  in Python and C++.
 - Patching the timer, events, synchronize, clocks or harness functions: the harness binds them
   before the candidate is imported, reports replacements (``[patched]``), and checks each event
   time against the host clock (``[timer]``); static rules refuse the patching and introspection.

@@ -52,14 +52,15 @@ class GpuTurns:
         wanted = "exclusive" if exclusive or self.whole else "shared"
         if self.held == wanted or (self.whole and self.held):
             return False
-        waited = []
+        waited = False
 
         def announce() -> None:
-            waited.append(True)
+            nonlocal waited
+            waited = True
             before_waiting()
 
         self._take(fcntl.LOCK_EX if wanted == "exclusive" else fcntl.LOCK_SH, wanted, announce)
-        return bool(waited)
+        return waited
 
     def pause(self) -> None:
         """Give up the turn between steps (trials; a timing once its runs are over), so a judge

@@ -12,10 +12,10 @@ shares that timing among the task's judges and computes the speedup
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
 own kernels did the work (profiled trial), and the timing checks of ``judge_timing`` (re-checks
-of two timed outputs chosen at random, side-stream lateness, event times against the host clock). Verdict messages follow the same
-``hello``/``stage``/``result`` protocol as the compile child. A warm judge (``--warm``, started
-by ``sandbox.WarmChildren`` before its job exists) has its limits, runner, torch and CUDA
-context up when the job arrives.
+of two timed outputs chosen at random, side-stream lateness, event times against the host
+clock). Verdict messages follow the same ``hello``/``stage``/``result`` protocol as the compile
+child. A warm judge (``--warm``, started by ``sandbox.WarmChildren`` before its job exists) has
+its limits, runner, torch and CUDA context up when the job arrives.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cudarl.tester import channel
@@ -106,7 +107,7 @@ class Judge:
     def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
         finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
 
-    def ask(self, op: str, stage: str, on_header=None, **fields) -> tuple[dict, list]:
+    def ask(self, op: str, stage: str, on_header: Callable[[dict], None] | None = None, **fields) -> tuple[dict, list]:
         try:
             reply, blobs = self.link.ask(op, stage, on_header=on_header, **fields)
         except RunnerGone:
