@@ -6,12 +6,21 @@ the bottom; the logic stays in ``cudarl``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def worker_identity() -> dict:
-    """Where the calling actor runs: Ray node id, host name and process id (workers' ``ready()``)."""
+if TYPE_CHECKING:
+    from cudarl.pool.records import WorkerIdentity
+
+
+def worker_identity(mode: str, arch: str, has_gpu: bool = False, gpus: str = "") -> WorkerIdentity:
+    """Where the calling actor runs (Ray node id, host name, process id) and what it builds or
+    runs: a worker's ``ready()`` answer."""
     import os
     import socket
 
     import ray
 
-    return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+    from cudarl.pool.records import WorkerIdentity
+
+    return WorkerIdentity(node=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid(),
+                          mode=mode, arch=arch, has_gpu=has_gpu, gpus=gpus)

@@ -1,10 +1,11 @@
-"""BenchWorker: the tester's load, correctness and timing stages, pinned to one GPU (or a share).
+"""BenchWorker: the tester's load, correctness and timing stages (``Tester.judge``), pinned to one
+GPU (or a share).
 
 Candidates run in the tester's sandboxed child processes, never in this actor, so a candidate
 that poisons its CUDA context takes only its child down; ``health`` checks, in a fresh child,
 that the GPU still works, and the pool replaces the worker when it does not. Several candidates
 at a time (``pool.bench_slots``): their judges take turns on the GPU, so timed runs never share
-it (``cudarl.tester.gpu_turns``).
+it (``cudarl.tester.judging.gpu_turns``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import ray
 from actors import worker_identity
 from cudarl import env, nvml
 from cudarl.config import TesterConfig
+from cudarl.pool.records import WorkerIdentity
+from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
-from cudarl.tester.stages import Compiled, bench_stage
+from cudarl.tester.built import Built
 from cudarl.tester.tester import Tester
 from cudarl.tester.verdict import Verdict
 
@@ -30,7 +32,7 @@ _HEALTH_PROBE = ("import torch; x = torch.ones(1 << 20, device='cuda'); "
 
 
 class BenchWorker:
-    """Runs ``bench_stage`` for the pool on the GPU Ray gave this actor."""
+    """Runs ``Tester.judge`` for the pool on the GPU Ray gave this actor."""
 
     def __init__(self, config: dict) -> None:
         self.tester = Tester(TesterConfig.model_validate(config))
@@ -39,16 +41,15 @@ class BenchWorker:
         self.last_gpu_sample: list[dict] = []
         threading.Thread(target=self._sample_forever, name="nvml-sampler", daemon=True).start()
 
-    def ready(self) -> dict:
+    def ready(self) -> WorkerIdentity:
         """What the pool needs to configure compile workers: this GPU's arch and compile mode."""
-        return {**worker_identity(), "has_gpu": self.tester.has_gpu,
-                "arch": self.tester.arch, "mode": self.tester.mode,
-                "gpus": env.get(env.CUDA_VISIBLE_DEVICES) or ""}
+        return worker_identity(mode=self.tester.mode, arch=self.tester.arch, has_gpu=self.tester.has_gpu,
+                               gpus=env.get(env.CUDA_VISIBLE_DEVICES) or "")
 
-    def judge(self, task: Task, candidate: Candidate, compiled: Compiled, artifact: list) -> Verdict:
+    def judge(self, task: Task, candidate: Candidate, built: Built, artifact: list) -> Verdict:
         """``artifact`` holds the artifact's object ref in a list, so that Ray does not fetch it
         before we know this node's cache lacks the build."""
-        return bench_stage(self.tester, task, candidate, compiled, lambda: ray.get(artifact[0]))
+        return self.tester.judge(task, candidate, built, lambda: ray.get(artifact[0]))
 
     def health(self, timeout_s: float = 120.0) -> tuple[bool, str]:
         """Whether a fresh process can still use this GPU (always true without one)."""

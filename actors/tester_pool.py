@@ -28,12 +28,13 @@ from ray.exceptions import ObjectLostError, OwnerDiedError, RayActorError, RayTa
 from actors.bench_worker import BenchWorkerActor
 from actors.compile_worker import CompileWorkerActor
 from cudarl.config import CudarlConfig
+from cudarl.pool.book import ItemBook, PoolTally
+from cudarl.pool.records import (CompileProfile, PoolItem, PoolWorker, bench_config, builder_config, judgement_key,
+                                 kind_load, pool_verdict, workers_summary)
+from cudarl.pool.scaling import Bounds, bench_bounds, compile_bounds, pool_targets
+from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
-from cudarl.tester.pool_book import ItemBook, PoolTally
-from cudarl.tester.pool_records import PoolItem, PoolWorker, kind_load, pool_verdict, workers_summary
-from cudarl.tester.scaling import Bounds, bench_bounds, compile_bounds, pool_targets
-from cudarl.tester.stages import ArtifactError, bench_config, builder_config, judgement_key
+from cudarl.tester.build.artifact import ArtifactError
 from cudarl.tester.verdict import Outcome, Stage, Verdict
 
 COMPILE, BENCH = "compile", "bench"
@@ -52,7 +53,7 @@ class TesterPool:
         self.tally = PoolTally((COMPILE, BENCH))
         self.manual: dict[str, Bounds | None] = {COMPILE: None, BENCH: None}
         self.bounds: dict[str, Bounds] = {COMPILE: Bounds(0, 0), BENCH: Bounds(0, 0)}
-        self.compile_profile: dict | None = None  # mode and arch fixed from the bench workers
+        self.compile_profile: CompileProfile | None = None  # mode and arch fixed from the bench workers
         self.cluster = {"CPU": 0.0, "GPU": 0.0}
         self.started_at = time.monotonic()
         self.numbers = iter(range(1, 1 << 62))
@@ -84,7 +85,8 @@ class TesterPool:
                                          self.tally.restarts_of(kind))
                    for kind, members in self.workers.items()}
         return {"name": self.settings.name, "uptime_s": round(time.monotonic() - self.started_at, 1),
-                "cluster": dict(self.cluster), "compile_profile": self.compile_profile, "workers": workers,
+                "cluster": dict(self.cluster), "workers": workers,
+                "compile_profile": vars(self.compile_profile) if self.compile_profile else None,
                 "queued": {kind: queue.qsize() for kind, queue in self.queues.items()},
                 "in_flight": len(self.book.inflight), "waiting_for_room": self.book.waiting,
                 **self.tally.summary(), "last_error": self.last_error}
@@ -140,7 +142,7 @@ class TesterPool:
 
     def _rerun_or_fail(self, item: PoolItem, why: str) -> None:
         item.reruns += 1
-        item.compiled, item.artifact = None, None
+        item.built, item.artifact = None, None
         if item.reruns > self.settings.retries:
             self._finish(item, pool_verdict(item, Outcome.HARNESS_ERROR, Stage.COMPILE,
                                         f"{why}; gave up after {item.reruns} runs"), cacheable=False)
@@ -208,24 +210,24 @@ class TesterPool:
         started = time.monotonic()
         record, artifact = worker.handle.compile.options(num_returns=2).remote(item.task, item.candidate)
         deadline = self.config.tester.compile.timeout_s + self.settings.deadline_grace_s
-        compiled = await self._await(worker, item, record, deadline, Stage.COMPILE)
-        if compiled is None:
+        built = await self._await(worker, item, record, deadline, Stage.COMPILE)
+        if built is None:
             return not worker.retiring
         self.tally.stage(COMPILE, time.monotonic() - started)
-        if compiled.verdict.compile is not None:
-            self.tally.cache_lookup("compile", compiled.verdict.compile.cached)
+        if built.verdict.compile is not None:
+            self.tally.cache_lookup("compile", built.verdict.compile.cached)
         if item.future.done():
             return True  # expired while it compiled
-        if not compiled.ready:
-            self._finish(item, compiled.verdict)
+        if not built.ready:
+            self._finish(item, built.verdict)
         else:
-            item.compiled, item.artifact = compiled, artifact
+            item.built, item.artifact = built, artifact
             self.queues[BENCH].put_nowait(item)
         return True
 
     async def _bench(self, worker: PoolWorker, item: PoolItem) -> bool:
         started = time.monotonic()
-        ref = worker.handle.judge.remote(item.task, item.candidate, item.compiled, [item.artifact])
+        ref = worker.handle.judge.remote(item.task, item.candidate, item.built, [item.artifact])
         tester = self.config.tester  # a judge's waits for GPU turns do not count against its time limit
         deadline = tester.sandbox.timeout_s + tester.timing.gpu_turn_wait_s + self.settings.deadline_grace_s
         verdict = await self._await(worker, item, ref, deadline, Stage.LOAD)
@@ -316,12 +318,13 @@ class TesterPool:
         is none (its candidates are only loaded; stats' last_error says why), or nothing would
         ever be built."""
         info = worker.info
-        profile = {"mode": info["mode"], "arch": info["arch"]}
-        if not info["has_gpu"]:
+        assert info is not None
+        profile = info.profile
+        if not info.has_gpu:
             if worker.gpus == 0 or self.compile_profile is not None:
                 return
             self.last_error = (f"bench worker {worker.number} holds {worker.gpus:g} GPU but torch sees no CUDA on "
-                               f"its node: candidates are built in {info['mode']} mode and only loaded")
+                               f"its node: candidates are built in {info.mode} mode and only loaded")
         if profile != self.compile_profile:
             self.compile_profile = profile
             for builder in list(self.workers[COMPILE]):

@@ -12,7 +12,7 @@ path, side by side on one machine.
      (cache hit);
    - nvrtc, where the task has an nvrtc solution: ``Tester.prepare`` on it, and again (hit);
    - one broken candidate (the first task's solution with an undefined name in a kernel), stock
-     and cudarl: cudarl builds a broken candidate twice (see ``cudarl.tester.inline_fast``).
+     and cudarl: cudarl builds a broken candidate twice (see ``cudarl.tester.build.inline_fast``).
    Each figure is the wall time of the whole build as the caller sees it, process start and
    imports included. The precompiled header's one-time set-up is timed on its own.
 2. Throughput: distinct variants (one comment line differs, so nothing is cached) of the
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from cudarl import env  # noqa: E402
 from cudarl.config import CudarlConfig  # noqa: E402
 from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
-from cudarl.tester import Candidate, Tester  # noqa: E402
+from cudarl.tester import Candidate, Tester# noqa: E402
 
 _STOCK = r"""
 import importlib.util, sys, time

@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 def evaluate(job: dict) -> dict:
     import torch
 
-    from cudarl.tester.loading import import_source, install_load_inline_hook
+    from cudarl.files import import_source
+    from cudarl.tester.build.loading import install_load_inline_hook
 
     install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"], 1, stub=False,
                              fast=job.get("inline_fast"))

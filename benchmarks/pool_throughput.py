@@ -43,7 +43,7 @@ from compile_throughput import stock_build  # noqa: E402
 
 from cudarl.config import CudarlConfig  # noqa: E402
 from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
-from cudarl.tester import Candidate, Tester  # noqa: E402
+from cudarl.tester import Candidate, Tester# noqa: E402
 from cudarl.tester.verdict import Outcome  # noqa: E402
 
 

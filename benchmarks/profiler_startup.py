@@ -59,7 +59,7 @@ VARIANTS = ("cpu+cuda", "cuda-only", "cpu+cuda prepared", "cuda-only prepared")
 
 _WARMER = r"""
 import sys, torch
-from cudarl.tester.hardening import warm_profiler
+from cudarl.tester.judging.hardening import warm_profiler
 print("imported", flush=True)
 warm_profiler(torch.device("cuda"))
 """
@@ -74,7 +74,7 @@ def contention(rounds: int) -> list[dict]:
     import torch
 
     from cudarl.config import TimingConfig
-    from cudarl.tester import timing
+    from cudarl.tester.judging import timing
 
     device = torch.device("cuda")
     flush = timing.l2_flush_buffer(device)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from cudarl.config import CudarlConfig  # noqa: E402
 from cudarl.tasks import load_tasks  # noqa: E402
-from cudarl.tester import Candidate, Tester  # noqa: E402
+from cudarl.tester import Candidate, Tester# noqa: E402
 
 SUITE = ROOT / "cudarl" / "tasks" / "suite"
 IDS = ("vector_add", "relu", "row_sum", "softmax", "layer_norm", "matmul")

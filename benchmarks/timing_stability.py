@@ -25,7 +25,7 @@ def child() -> None:
     import torch
 
     from cudarl.config import TimingConfig
-    from cudarl.tester.timing import l2_flush_buffer, time_callable
+    from cudarl.tester.judging.timing import l2_flush_buffer, time_callable
 
     def clock() -> int:
         try:

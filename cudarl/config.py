@@ -9,13 +9,31 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    def with_changes(self, changes: dict[str, object]) -> Self:
+        """A copy with settings changed by dotted path (``{"compile.mode": "extension"}``),
+        validated like a config file: an unknown setting or a bad value raises ``ConfigError``
+        naming it (``model_copy`` would take either silently)."""
+        data = self.model_dump()
+        for path, value in changes.items():
+            *parents, leaf = path.split(".")
+            node = data
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or leaf not in node:
+                raise ConfigError(f"unknown setting {path!r} in {type(self).__name__}")
+            node[leaf] = value
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"bad setting in {', '.join(changes)}: {exc}") from exc
 
 
 class CompileConfig(_Section):
@@ -50,7 +68,7 @@ class CompileConfig(_Section):
     trim_includes: bool = True
     """Inline candidates: build the CUDA file with a header holding only the part of
     ``<torch/extension.h>`` it uses (tensor class, the operators it names); if that fails, the
-    source as written is built and its errors reported (``cudarl.tester.inline_fast``)."""
+    source as written is built and its errors reported (``cudarl.tester.build.inline_fast``)."""
 
     precompiled_header: bool = True
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
@@ -62,7 +80,7 @@ class CompileConfig(_Section):
 
     split_nvcc: bool = True
     """Inline candidates: run nvcc's host and device front ends side by side (the same commands
-    as nvcc's own, ``cudarl.tester.nvcc_split``); plain nvcc where the plan is not the expected
+    as nvcc's own, ``cudarl.tester.build.nvcc_split``); plain nvcc where the plan is not the expected
     one, or when ``PYTORCH_NVCC`` is set already."""
 
     extra_cuda_cflags: tuple[str, ...] = ("-O3",)
@@ -152,7 +170,7 @@ class TimingConfig(_Section):
 
     gpu_turns: Literal["timing", "whole", "off"] = "timing"
     """How judges sharing a GPU (``pool.bench_slots``, GPU fractions) take turns, through a file
-    lock per GPU (``cudarl.tester.gpu_turns``). ``timing``: timed runs have the GPU to
+    lock per GPU (``cudarl.tester.judging.gpu_turns``). ``timing``: timed runs have the GPU to
     themselves, correctness trials of several candidates may overlap. ``whole``: each judge has
     the GPU alone from just after creating its CUDA context to its exit (only start-up overlaps,
     and no other candidate's code is loaded meanwhile; strictest, slower).
@@ -167,13 +185,13 @@ class TimingConfig(_Section):
     """How long (seconds) a task's reference timing is reused by later judges of the same tester
     (one GPU). The reference is timed once per task in a process of its own that never runs
     candidate code, in an exclusive GPU turn; judges of the task in flight at the same time
-    share that one measurement (``cudarl.tester.reference_timing``). 0: share only among
+    share that one measurement (``cudarl.tester.judging.reference_timing``). 0: share only among
     judges in flight together. Verdicts say how old the timing was."""
 
 
 class HardeningConfig(_Section):
     static_rules: bool = True
-    """Run the static AST and CUDA-source rules (``cudarl.tester.static_rules``) before compiling.
+    """Run the static AST and CUDA-source rules (``cudarl.tester.build.static_rules``) before compiling.
     Turn off only to see what the runtime defenses catch on their own."""
 
     own_kernel_check: bool = True

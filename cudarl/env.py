@@ -37,7 +37,7 @@ MAX_JOBS = "MAX_JOBS"
 
 PYTORCH_NVCC = "PYTORCH_NVCC"
 """The nvcc command torch's extension builds run; cudarl sets it to its split driver
-(``cudarl.tester.nvcc_split``) unless it is already set."""
+(``cudarl.tester.build.nvcc_split``) unless it is already set."""
 
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""

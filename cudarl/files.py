@@ -1,11 +1,15 @@
-"""Writing files so that a reader never sees half of one, and locking across processes."""
+"""Files: writing so that a reader never sees half of one, locking across processes, and
+executing a source file as a module (tasks and candidates are source files)."""
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Iterator
 
 
@@ -34,3 +38,14 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def import_source(path: Path, module_name: str) -> ModuleType:
+    """Execute a source file as a fresh module (tracebacks show its real lines)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module

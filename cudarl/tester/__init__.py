@@ -46,10 +46,38 @@ GPU could slow the reference (processes are refused statically and killed at the
 timing). The tester process itself is dumpable, so the runner could flood (not forge) its result
 pipe through /proc. Kernels that read other processes' GPU memory. Where the OS refuses
 namespaces (unprivileged containers), the verdict's notes say which isolation was missing.
+
+Layout: ``tester.py`` (``Tester.build`` and ``Tester.judge``), ``verdict.py``, ``built.py``,
+``judgement.py`` (the job for the judge and the verdict read back), ``batch.py`` (many candidates
+with a report), ``kernel_names.py``; ``build/`` (guard, static rules, compile, fast inline, nvcc
+split, loading, the compile child, artifacts); ``sandbox/`` (the parent side, isolation, the
+channel, the child side); ``judging/`` (judge, runner, correctness, hardening, timing, GPU turns,
+reference timing, inputs, the typed job and requests).
+
+This package is a lazy face: ``from cudarl.tester import Verdict`` loads the verdict module only,
+so a process that reads verdicts (the runner, a trainer) does not load the tester.
 """
 
-from cudarl.tester.candidate import Candidate, load_candidates
-from cudarl.tester.tester import Tester
-from cudarl.tester.verdict import Outcome, Stage, Verdict
+from __future__ import annotations
 
-__all__ = ["Candidate", "Outcome", "Stage", "Tester", "Verdict", "load_candidates"]
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cudarl.tasks.candidate import Candidate, load_candidates
+    from cudarl.tester.built import Built
+    from cudarl.tester.tester import Tester
+    from cudarl.tester.verdict import Outcome, Stage, Verdict
+
+_HOMES = {"Candidate": "cudarl.tasks.candidate", "load_candidates": "cudarl.tasks.candidate",
+          "Built": "cudarl.tester.built", "Tester": "cudarl.tester.tester", "Outcome": "cudarl.tester.verdict",
+          "Stage": "cudarl.tester.verdict", "Verdict": "cudarl.tester.verdict"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'cudarl.tester' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -157,6 +157,20 @@ class Verdict(BaseModel):
     """Judged once for an identical candidate (same task, same source) submitted earlier or at
     the same time to the tester pool; everything but the ids is that judgement's."""
 
+    @classmethod
+    def begin(cls, task_id: str, candidate_id: str, candidate_hash: str) -> Verdict:
+        """A verdict before any stage ran (``harness_error`` until a stage says otherwise)."""
+        return cls(task_id=task_id, candidate_id=candidate_id, candidate_hash=candidate_hash, stage=Stage.GUARD,
+                   outcome=Outcome.HARNESS_ERROR)
+
+    def conclude(self, outcome: Outcome, *reasons: str, stage: Stage | None = None) -> Verdict:
+        """Set the outcome and its reasons together (and the stage, when given); returns ``self``."""
+        self.outcome = outcome
+        self.reasons = list(reasons)
+        if stage is not None:
+            self.stage = stage
+        return self
+
     @property
     def correct(self) -> bool:
         return self.outcome in (Outcome.PASSED, Outcome.CORRECT)

@@ -10,7 +10,7 @@ import pytest
 
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester import Outcome, Tester
-from cudarl.tester.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER
+from cudarl.tester.build.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER
 from tests.conftest import make_tester_config
 
 pytestmark = pytest.mark.gpu

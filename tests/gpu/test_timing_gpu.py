@@ -1,6 +1,6 @@
 """Timing on a host whose every core is busy (as a pool's build workers keep it): an honest
 kernel on the current stream is not taken for side-stream work, and real side-stream work
-still is (and its time is charged). Covers ``cudarl.tester.timing`` directly (no judge, no
+still is (and its time is charged). Covers ``cudarl.tester.judging.timing`` directly (no judge, no
 sandbox); the judge's ``[side-stream]`` rule is covered by the exploit corpus (``c07_side_stream``)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def busy_host():
 def _time(call):
     import torch
 
-    from cudarl.tester import timing
+    from cudarl.tester.judging import timing
 
     config = TimingConfig(warmup_runs=5, warmup_s=0.2, min_runs=RUNS, max_runs=RUNS, target_rse=0.0, budget_s=120.0)
     return timing.time_callable(call, timing.l2_flush_buffer(torch.device("cuda")), config)

@@ -17,9 +17,9 @@ import pytest
 from cudarl.nvrtc_build import NvrtcUnavailable, library
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester import Candidate, Outcome, Tester
-from cudarl.tester.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER, light_header, trimmed_sources
-from cudarl.tester.loading import light_arguments
-from cudarl.tester.tester import judge_job
+from cudarl.tester.build.inline_fast import LIGHT_HEADER, UNTRIMMED_MARKER, light_header, trimmed_sources
+from cudarl.tester.build.loading import light_arguments
+from cudarl.tester.judgement import judge_job
 from tests.conftest import make_tester_config
 
 try:
@@ -175,7 +175,8 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
     before = (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text()
     loader = (
         "import sys, json\nfrom pathlib import Path\n"
-        "from cudarl.tester.loading import install_load_inline_hook, import_source\n"
+        "from cudarl.files import import_source\n"
+        "from cudarl.tester.build.loading import install_load_inline_hook\n"
         "job = json.loads(sys.argv[1])\n"
         "install_load_inline_hook(Path(job['build_root']), job['arch'], job['cuda_cflags'], job['jobs'],"
         " stub=False, fast=job['inline_fast'])\n"

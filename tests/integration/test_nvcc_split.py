@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudarl.tester import nvcc_split
+from cudarl.tester.build import nvcc_split
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")

@@ -32,7 +32,7 @@ import pytest
 from cudarl.config import CudarlConfig
 from cudarl.pool import PoolClient
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
+from cudarl.tasks.candidate import Candidate
 from cudarl.tester.verdict import Outcome
 from tests.fixtures.tiny import TASK, candidate
 

@@ -13,7 +13,7 @@ import secrets
 
 import pytest
 
-from cudarl.tester.sandbox import ChildLimits, run_child
+from cudarl.tester.sandbox.parent import ChildLimits, run_child
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from cudarl.tester import channel
+from cudarl.tester.sandbox import channel
 
 
 def test_signed_messages_verify_and_any_change_breaks_them():

@@ -2,7 +2,7 @@
 
 import torch
 
-from cudarl.tester.correctness import compare_outputs, inputs_unchanged
+from cudarl.tester.judging.correctness import compare_outputs, inputs_unchanged
 
 
 def test_identical_outputs_pass_with_zero_error():

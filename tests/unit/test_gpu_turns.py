@@ -1,4 +1,4 @@
-"""GPU turns between judges (cudarl.tester.gpu_turns) with real processes holding real flocks.
+"""GPU turns between judges (cudarl.tester.judging.gpu_turns) with real processes holding real flocks.
 
 Covered: shared turns overlap, an exclusive turn waits for shared ones and keeps later ones out,
 a waiting exclusive turn is not starved by shared turns arriving after it, a killed holder frees
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from cudarl.config import CudarlConfig
-from cudarl.tester.gpu_turns import GpuTurns
-from cudarl.tester.stages import bench_config
+from cudarl.tester.judging.gpu_turns import GpuTurns
+from cudarl.pool.records import bench_config
 
 _HOLDER = """
 import json, sys, time
-from cudarl.tester.gpu_turns import GpuTurns
+from cudarl.tester.judging.gpu_turns import GpuTurns
 turns = GpuTurns(sys.argv[1])
 print(json.dumps({"asking": time.monotonic()}), flush=True)
 getattr(turns, sys.argv[2])()

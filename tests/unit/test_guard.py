@@ -1,6 +1,6 @@
 """Stage 1: parsing and screening candidates without running them."""
 
-from cudarl.tester.guard import inspect_source
+from cudarl.tester.build.guard import inspect_source
 from tests.fixtures.tiny import candidate
 
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from cudarl.tester import hardening
+from cudarl.tester.judging import hardening
 
 
 def test_replaced_harness_and_torch_functions_are_named():
-    from cudarl.tester import hardening, timing
+    from cudarl.tester.judging import hardening, timing
 
     originals = hardening.Originals()
     assert originals.changed() == []
     saved = timing.summarize
     try:
         timing.summarize = lambda samples: saved([s * 0.3 for s in samples])
-        assert originals.changed() == ["cudarl.tester.timing.summarize"]
+        assert originals.changed() == ["cudarl.tester.judging.timing.summarize"]
     finally:
         timing.summarize = saved
     assert originals.changed() == []

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cudarl.tasks import TaskError, load_tasks
-from cudarl.tester.candidate import CandidateError, load_candidates
+from cudarl.tasks.candidate import CandidateError, load_candidates
 from tests.conftest import SOLUTIONS, SUITE
 from tests.fixtures.tiny import TASK, candidate
 

@@ -4,7 +4,7 @@ extracted for the fast compile path, and the helper's private parts are out of r
 from __future__ import annotations
 
 from cudarl.tasks.builtin import suite_solutions
-from cudarl.tester.guard import inspect_source
+from cudarl.tester.build.guard import inspect_source
 
 
 def test_suite_nvrtc_solutions_are_recognised_with_their_sources():

@@ -2,7 +2,7 @@
 
 Covered: ``scaling.scale_target`` (up on queue depth, first worker, steady, down on idleness only
 when nothing waits, clamps), ``compile_bounds`` and ``bench_bounds`` (automatic maxima, low above
-high); ``stages.pack_artifact``/``install_artifact`` on a hand-built cache entry (regular files
+high); ``artifact.pack_artifact``/``install_artifact`` on a hand-built cache entry (regular files
 only, byte-identical install with a usable report, idempotent install, damaged and escaping
 archives refused without leftovers) and ``judgement_key`` (ids ignored; source, reference and
 hidden shapes counted).
@@ -16,10 +16,11 @@ import tarfile
 import pytest
 
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
-from cudarl.tester.compile import CompileCache
-from cudarl.tester.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, pool_targets, scale_target
-from cudarl.tester.stages import ArtifactError, install_artifact, judgement_key, pack_artifact
+from cudarl.tasks.candidate import Candidate
+from cudarl.tester.build.compile import CompileCache
+from cudarl.pool.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, pool_targets, scale_target
+from cudarl.pool.records import judgement_key
+from cudarl.tester.build.artifact import ArtifactError, install_artifact, pack_artifact
 from cudarl.tester.verdict import CompileReport, Outcome, Stage, Verdict
 
 KEY = "0123456789abcdef0123456789abcdef"
@@ -145,7 +146,7 @@ def test_install_recreates_files_and_report_and_second_install_is_a_no_op(tmp_pa
     files = make_entry(source)
     data = pack_artifact(source.entry(KEY))
     target = CompileCache(tmp_path / "b")
-    install_artifact(target, KEY, data, verdict())
+    install_artifact(target, KEY, data, verdict().compile)
     for name, content in files.items():
         assert (target.entry(KEY) / name).read_bytes() == content
     assert not (target.entry(KEY) / "build" / "ext" / "x.o").exists()
@@ -154,7 +155,7 @@ def test_install_recreates_files_and_report_and_second_install_is_a_no_op(tmp_pa
     assert found is not None and found.ok
     assert found.report.cache_key == KEY and found.report.mode == "extension" and found.report.seconds == 2.5
     assert leftovers(target) == [KEY]
-    install_artifact(target, KEY, b"not a tar" * 100, verdict())  # already installed: not even read
+    install_artifact(target, KEY, b"not a tar" * 100, verdict().compile)  # already installed: not even read
     assert (target.entry(KEY) / "build/ext/lib.so").read_bytes() == LIB_BYTES
     assert target.lookup(KEY).ok and leftovers(target) == [KEY]
 
@@ -167,7 +168,7 @@ def test_damaged_artifact_raises_and_leaves_nothing_behind(tmp_path, damage):
     bad = b"not a tar" * 100 if damage == "garbage" else data[:512 * 3 + 100]  # cut inside lib.so
     target = CompileCache(tmp_path / "b")
     with pytest.raises(ArtifactError):
-        install_artifact(target, KEY, bad, verdict())
+        install_artifact(target, KEY, bad, verdict().compile)
     assert leftovers(target) == []
     assert target.lookup(KEY) is None
 
@@ -180,7 +181,7 @@ def test_artifact_cut_at_a_member_boundary_is_refused(tmp_path):
         cut = archive.getmembers()[1].offset  # lib.so whole, cudarl-artifact.json and the end marker gone
     target = CompileCache(tmp_path / "b")
     with pytest.raises(ArtifactError):
-        install_artifact(target, KEY, data[:cut], verdict(), hashlib.sha256(data).hexdigest())
+        install_artifact(target, KEY, data[:cut], verdict().compile, hashlib.sha256(data).hexdigest())
     assert target.lookup(KEY) is None
 
 
@@ -188,7 +189,7 @@ def test_artifact_cut_at_a_member_boundary_is_refused(tmp_path):
 def test_escaping_member_is_refused_and_writes_nothing_outside(tmp_path, name):
     target = CompileCache(tmp_path / "cache" / "b")
     with pytest.raises(ArtifactError):
-        install_artifact(target, KEY, tar_with(name), verdict())
+        install_artifact(target, KEY, tar_with(name), verdict().compile)
     assert not list(tmp_path.rglob("escaped.txt"))
     assert leftovers(target) == [] and target.lookup(KEY) is None
 
@@ -197,7 +198,7 @@ def test_absolute_member_is_kept_inside_the_entry(tmp_path):
     # tarfile's data filter strips the leading slash rather than refusing the member
     outside = tmp_path / "outside.txt"
     target = CompileCache(tmp_path / "b")
-    install_artifact(target, KEY, tar_with(str(outside)), verdict())
+    install_artifact(target, KEY, tar_with(str(outside)), verdict().compile)
     assert not outside.exists()
     inside = target.entry(KEY) / str(outside).lstrip("/")
     assert inside.read_bytes() == b"evil"
@@ -218,10 +219,10 @@ def test_judgement_key_ignores_candidate_id_but_not_sources_or_hidden_shapes():
 
 def test_compile_workers_build_for_the_bench_workers_gpu():
     from cudarl.config import TesterConfig
-    from cudarl.tester.stages import builder_config
+    from cudarl.pool.records import CompileProfile, builder_config
 
     base = TesterConfig()
-    built = builder_config(base, {"mode": "extension", "arch": "90"})
+    built = builder_config(base, CompileProfile("extension", "90"))
     assert (built.compile.mode, built.compile.arch) == ("extension", "90")
     assert (base.compile.mode, base.compile.arch) == ("auto", None)  # the pool's own config is untouched
     assert built.compile.timeout_s == base.compile.timeout_s and builder_config(base, None) is base

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cudarl.tester.reference_timing import ReferenceTimingFailed, ReferenceTimings
+from cudarl.tester.judging.reference_timing import ReferenceTimingFailed, ReferenceTimings
 from cudarl.tester.verdict import TimingStats
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cudarl.tasks.builtin import suite_solutions
-from cudarl.tester.guard import inspect_source
-from cudarl.tester.static_rules import kernel_base_name, kernel_names
+from cudarl.tester.build.guard import inspect_source
+from cudarl.tester.build.static_rules import kernel_names
+from cudarl.tester.kernel_names import kernel_base_name
 from tests.fixtures.tiny import candidate
 
 
@@ -118,7 +119,7 @@ def test_profiler_and_compiler_names_reduce_to_the_source_name(name, base):
 
 
 @pytest.mark.parametrize("code, tag", [
-    ('tm = torch.sys.modules["cudarl.tester.timing"]', "[import]"),
+    ('tm = torch.sys.modules["cudarl.tester.judging.timing"]', "[import]"),
     ("from torch.utils import cpp_extension\ncpp_extension.subprocess.Popen(['sleep', '9'])", "[import]"),
     ("import typing\nx = typing.sys", "[import]"),
     ("x = torch.autograd.profiler.profile", "[private]"),
@@ -154,6 +155,6 @@ def test_state_kept_outside_forward_is_refused_too(module_code, tag):
     ("gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>", {"add_kernel"}, False),
 ], ids=["own-template", "library-same-base-name", "anonymous-namespace", "own-namespace", "aten", "cublas"])
 def test_profiled_kernels_are_matched_to_the_candidates_own(profiled, own, expected):
-    from cudarl.tester.hardening import is_own_kernel
+    from cudarl.tester.judging.hardening import is_own_kernel
 
     assert is_own_kernel(profiled, own) is expected

@@ -5,7 +5,7 @@ import tomllib
 import pytest
 
 from cudarl.config import ConfigError, CudarlConfig, describe_defaults, load_config
-from cudarl.tester.timing import summarize
+from cudarl.tester.judging.timing import summarize
 from cudarl.tester.verdict import (CompileReport, CorrectnessReport, KernelResources, Outcome, Stage,
                                    TimingReport, TrialFailure, Verdict)
 

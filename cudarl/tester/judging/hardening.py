@@ -33,7 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from cudarl.tester.static_rules import kernel_base_name, qualified_kernel_name
+from cudarl.tester.judging import correctness, timing
+from cudarl.tester.kernel_names import kernel_base_name, qualified_kernel_name
+from cudarl.tester.sandbox import channel
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -46,12 +48,12 @@ WATCHED = (
     "torch.Tensor.clone", "torch.Tensor.cpu", "torch.Tensor.fill_", "torch.Tensor.contiguous",
     "torch.randn", "torch.rand", "torch.randint", "torch.empty",
     "time.perf_counter", "time.monotonic", "time.time",
-    # The harness's own functions that run in this process after the candidate is imported.
-    "cudarl.tester.timing.time_callable", "cudarl.tester.timing.summarize", "cudarl.tester.timing._sample",
-    "cudarl.tester.timing.l2_flush_buffer", "cudarl.tester.correctness.check_plain_tensor",
-    "cudarl.tester.correctness.inputs_unchanged", "cudarl.tester.channel.tensor_to_blob",
-    "cudarl.tester.hardening.aliasing", "cudarl.tester.hardening.profile_kernels",
-    "cudarl.tester.hardening.poison_free_memory", "cudarl.tester.hardening.new_threads",
+    # The harness's own functions that run in this process after the candidate is imported,
+    # named through the imported modules (a moved module fails here, at import).
+    *(f"{timing.__name__}.{name}" for name in ("time_callable", "summarize", "_sample", "l2_flush_buffer")),
+    *(f"{correctness.__name__}.{name}" for name in ("check_plain_tensor", "inputs_unchanged")),
+    f"{channel.__name__}.tensor_to_blob",
+    *(f"{__name__}.{name}" for name in ("aliasing", "profile_kernels", "poison_free_memory", "new_threads")),
 )
 
 

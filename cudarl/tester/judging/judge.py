@@ -1,4 +1,4 @@
-"""The judge: the trusted half of an evaluation (``python -m cudarl.tester.judge --result-fd N``).
+"""The judge: the trusted half of an evaluation (``python -m cudarl.tester.judging.judge --result-fd N``).
 
 It runs no candidate code. It loads the task's reference, draws the secret trial seeds, starts the
 runner (the candidate's process) and asks it for outputs, which it compares with the reference
@@ -7,32 +7,30 @@ candidate could tamper with (the reference, the expected outputs, the seeds of t
 run, the result pipe and its key) lives here, out of reach. The reference is timed by a
 ``reference_only`` judge, a process with no runner at all, once per task and GPU; the tester
 shares that timing among the task's judges and computes the speedup
-(``cudarl.tester.reference_timing``).
+(``cudarl.tester.judging.reference_timing``).
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
-own kernels did the work (profiled trial), and the timing checks of ``judge_timing`` (re-checks
-of two timed outputs chosen at random, side-stream lateness, event times against the host
-clock). Verdict messages follow the same ``hello``/``stage``/``result`` protocol as the compile
-child. A warm judge (``--warm``, started by ``sandbox.WarmChildren`` before its job exists) has
-its limits, runner, torch and CUDA context up when the job arrives.
+own kernels did the work (profiled trial), and the timing checks (re-checks of two timed outputs
+chosen at random, side-stream lateness, event times against the host clock). The job is a
+``records.JudgeJob``; messages follow the compile child's ``hello``/``stage``/``result``
+protocol. A warm judge (``--warm``, ``sandbox.parent.WarmChildren``) has its limits, runner,
+torch and CUDA context up when the job arrives.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cudarl.tester import channel
-from cudarl.tester.child import describe_exception, make_inputs
-from cudarl.tester.judge_timing import time_candidate, time_reference
-from cudarl.tester.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
+from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
+from cudarl.tester.judging.records import (JudgeJob, LoadRequest, PatchedRequest, RebuildRequest, RunnerRequest,
+                                           TimeRequest, TrialRequest)
+from cudarl.tester.judging.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
+from cudarl.tester.sandbox import channel
+from cudarl.tester.sandbox.child_side import describe_exception, start_child
 
 _RESULTS = channel.ResultWriter(-1)  # the signed result pipe, set up in main()
 _RUNNER_FAILURES = {"runtime_error", "cuda_error", "memory_limit", "load_error", "crashed", "resource_limit"}
@@ -48,20 +46,22 @@ def finish(outcome: str, stage: str, reasons: list[str] | None = None, **fields)
 
 
 class Judge:
-    def __init__(self, job: dict) -> None:
+    """One judgement's trusted state: the reference, the secret seeds, the report so far."""
+
+    def __init__(self, job: JudgeJob) -> None:
         import torch
 
-        from cudarl.tester.loading import import_source
+        from cudarl.files import import_source
 
         self.torch = torch
         self.job = job
-        secret = random.Random(job.pop("seed"))
+        secret = random.Random(job.seed)
         self.secret = secret
         self.init_seed = secret.getrandbits(62)
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-        self.reference = import_source(Path(job["task_path"]), "cudarl_reference")
+        self.reference = import_source(Path(job.task_path), "cudarl_reference")
         self.report = {"trials_run": 0, "trials_passed": 0, "hidden_trials_run": 0, "hidden_trials_passed": 0,
-                       "atol": job["atol"], "rtol": job["rtol"], "max_abs_error": 0.0, "max_rel_error": 0.0,
+                       "atol": job.atol, "rtol": job.rtol, "max_abs_error": 0.0, "max_rel_error": 0.0,
                        "first_failure": None}
         self.hardening: dict = {"kernels": [], "own_time_share": None, "notes": []}
         self.link: RunnerLink | None = None
@@ -97,19 +97,22 @@ class Judge:
 
     def compare(self, reply: dict, blobs: list[bytes], expected: object):
         """The runner's outputs (as rebuilt from its reply) against the judge's expected ones."""
-        from cudarl.tester import correctness
+        from cudarl.tester.judging import correctness
 
         output, problem = outputs_from(reply, blobs, self.device)
         if problem:
             return correctness.Comparison(False, problem)
-        return correctness.compare_outputs(output, expected, self.job["atol"], self.job["rtol"])
+        return correctness.compare_outputs(output, expected, self.job.atol, self.job.rtol)
 
     def fail(self, outcome: str, stage: str, reasons: list[str]) -> None:
         finish(outcome, stage, reasons, correctness=self.report, hardening=self.hardening)
 
-    def ask(self, op: str, stage: str, on_header: Callable[[dict], None] | None = None, **fields) -> tuple[dict, list]:
+    def ask(self, request: RunnerRequest, stage: str,
+            on_header: Callable[[dict], None] | None = None) -> tuple[dict, list]:
+        """The runner's reply; a failure it reports, its death or a forged reply ends the judge."""
+        assert self.link is not None
         try:
-            reply, blobs = self.link.ask(op, stage, on_header=on_header, **fields)
+            reply, blobs = self.link.ask(request, stage, on_header=on_header)
         except RunnerGone:
             outcome, reason = self.link.death()
             self.fail(outcome, stage, [f"{reason} (during {stage})"])
@@ -131,13 +134,11 @@ class Judge:
             self.fail("incorrect", stage, [f"{label}: {problems[0]}"])
 
     def check_trial(self, label: str, number: int, seed: int, key: str, profile: bool) -> None:
-        from cudarl.tester.runner import input_fingerprint
-
         self.take_turn(False, "correctness")
         self.send_stage("correctness", trial=number if key == "trials" else f"hidden {number}")
         expected, inputs = self.expected_for(seed)
-        reply, blobs = self.ask("trial", "correctness", on_header=self.pause_turn, seed=seed, profile=profile,
-                                poison=self.job["poison_memory"])
+        reply, blobs = self.ask(TrialRequest(seed=seed, profile=profile, poison=self.job.poison_memory),
+                                "correctness", on_header=self.pause_turn)
         self.report[f"{key}_run"] += 1
         where = f"{label} {number}"
         self.problems_verdict(reply["problems"], "correctness", where)
@@ -163,13 +164,13 @@ class Judge:
             self.judge_kernels(reply)
 
     def judge_kernels(self, reply: dict) -> None:
-        from cudarl.tester.hardening import KernelTime, own_kernel_share
+        from cudarl.tester.judging.hardening import KernelTime, own_kernel_share
 
         if reply.get("kernels") is None:
             self.hardening["notes"].append(f"own-kernel check skipped: {reply.get('profile_note') or 'no GPU'}")
             return
         kernels = [KernelTime(**k) for k in reply["kernels"]]
-        own_names = set(self.job["kernel_names"])
+        own_names = set(self.job.kernel_names)
         share, own, other = own_kernel_share(kernels, own_names)
         self.hardening["own_time_share"] = share
         self.hardening["kernels"] = [{"name": k.name[:200], "microseconds": k.microseconds, "launches": k.launches,
@@ -179,7 +180,7 @@ class Judge:
             self.fail("rejected", "correctness",
                       [f"[no-own-kernel] none of the candidate's kernels ({', '.join(sorted(own_names)) or 'none found'})"
                        f" ran in forward; the GPU ran: {others}"])
-        if share < self.job["own_kernel_min_share"]:
+        if share < self.job.own_kernel_min_share:
             self.fail("rejected", "correctness",
                       [f"[torch-work] only {share:.0%} of forward's GPU kernel time was in the candidate's kernels;"
                        f" the rest: {others}"])
@@ -188,18 +189,18 @@ class Judge:
         send("stage", stage=stage, **fields)
 
 
-def gpu_turns_for(judge: Judge, job: dict):
+def gpu_turns_for(judge: Judge, job: JudgeJob):
     """The judge's turns on its GPU (``timing.gpu_turns``), or None when it takes none. The CUDA
     context is created first, outside any turn: that start-up overlaps other judges' work."""
     if judge.device.type != "cuda":
         return None
-    judge.torch.cuda.set_per_process_memory_fraction(job["gpu_memory_fraction"])
+    judge.torch.cuda.set_per_process_memory_fraction(job.gpu_memory_fraction)
     judge.torch.empty(1, device=judge.device)
-    if not job.get("gpu_lock") or job["timing"]["gpu_turns"] == "off":
+    if not job.gpu_lock or job.timing["gpu_turns"] == "off":
         return None
-    from cudarl.tester.gpu_turns import GpuTurns
+    from cudarl.tester.judging.gpu_turns import GpuTurns
 
-    return GpuTurns(job["gpu_lock"], job["timing"]["gpu_turns"])
+    return GpuTurns(job.gpu_lock, job.timing["gpu_turns"])
 
 
 def load_reference(judge: Judge) -> None:
@@ -222,44 +223,45 @@ def wait_for_reference(judge: Judge, flag: str | None) -> None:
         time.sleep(0.02)
 
 
-def run(job: dict, link: RunnerLink | None = None) -> None:
+def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
     """Judge one candidate (``link``: a runner a warm judge started before its job), or, for a
     ``reference_only`` job, time the task's reference and nothing else."""
-    if job.get("reference_only"):
+    if job.reference_only:
         run_reference(job)
     send("stage", stage="load")
-    if link is None or link.warm_profiler != job["own_kernel_check"]:
+    if link is None or link.warm_profiler != job.own_kernel_check:
         if link is not None:
             link.kill()
         # First, so the runner imports torch (and starts the profiler) while the judge starts.
-        link = RunnerLink(job["isolate_pids"], warm_profiler=job["own_kernel_check"])
+        link = RunnerLink(job.isolate_pids, warm_profiler=job.own_kernel_check)
     judge = Judge(job)
     judge.link = link
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
     judge.turns = gpu_turns_for(judge, job)
-    timed = job["timing"]["enabled"] and judge.device.type == "cuda"
-    wait_for_reference(judge, job.get("reference_ready"))
+    timed = job.timing["enabled"] and judge.device.type == "cuda"
+    wait_for_reference(judge, job.reference_ready)
     judge.take_turn(exclusive=False, stage="load")
     load_reference(judge)
     judge.send_stage("load", model="candidate")
-    reply, _ = judge.ask("load", "load", task_path=job["task_path"], candidate_path=job["candidate_path"],
-                         build_root=job["build_root"], arch=job["arch"], cuda_cflags=job["cuda_cflags"],
-                         jobs=job["jobs"], init_seed=judge.init_seed, gpu_memory_fraction=job["gpu_memory_fraction"],
-                         drop_capabilities=job["drop_capabilities"], inline_fast=job.get("inline_fast"))
+    reply, _ = judge.ask(LoadRequest(task_path=job.task_path, candidate_path=job.candidate_path,
+                                     build_root=job.build_root, arch=job.arch, cuda_cflags=job.cuda_cflags,
+                                     jobs=job.jobs, init_seed=judge.init_seed,
+                                     gpu_memory_fraction=job.gpu_memory_fraction,
+                                     drop_capabilities=job.drop_capabilities, inline_fast=job.inline_fast), "load")
     judge.pause_turn()
     judge.hardening["notes"] += reply.get("notes", [])
-    if judge.device.type != "cuda" and not job.get("cpu_correctness"):
+    if judge.device.type != "cuda" and not job.cpu_correctness:
         finish("loaded", "load", hardening=judge.hardening)
 
-    trial_seeds = [judge.secret.getrandbits(62) for _ in range(job["trials"])]
+    trial_seeds = [judge.secret.getrandbits(62) for _ in range(job.trials)]
     profiled = judge.secret.randrange(len(trial_seeds))  # which trial is profiled is secret too
     for number, seed in enumerate(trial_seeds):
-        judge.check_trial("trial", number, seed, "trials", profile=job["own_kernel_check"] and number == profiled)
-    if job.get("hidden"):
-        defaults = {name: getattr(judge.reference, name) for name in job["hidden"]}
-        set_constants(judge, job["hidden"], "correctness")
-        for number in range(job["hidden_trials"]):
+        judge.check_trial("trial", number, seed, "trials", profile=job.own_kernel_check and number == profiled)
+    if job.hidden:
+        defaults = {name: getattr(judge.reference, name) for name in job.hidden}
+        set_constants(judge, job.hidden, "correctness")
+        for number in range(job.hidden_trials):
             judge.check_trial("hidden-shape trial", number, judge.secret.getrandbits(62), "hidden_trials", False)
         if timed:
             set_constants(judge, defaults, "timing")
@@ -272,12 +274,12 @@ def run(job: dict, link: RunnerLink | None = None) -> None:
     finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
 
 
-def run_reference(job: dict) -> None:
+def run_reference(job: JudgeJob) -> None:
     """A reference-only job: time the task's reference alone, in an exclusive GPU turn, in a
     process where no candidate code ever runs. The tester shares the result among the judges of
-    the task (``cudarl.tester.reference_timing``); the speedup is computed there."""
+    the task (``cudarl.tester.judging.reference_timing``); the speedup is computed there."""
     judge = Judge(job)
-    if judge.device.type != "cuda" or not job["timing"]["enabled"]:
+    if judge.device.type != "cuda" or not job.timing["enabled"]:
         finish("harness_error", "timing", ["a reference timing needs a CUDA GPU and timing.enabled"])
     judge.turns = gpu_turns_for(judge, job)
     judge.take_turn(exclusive=True, stage="timing")
@@ -292,64 +294,105 @@ def set_constants(judge: Judge, constants: dict, stage: str) -> None:
         setattr(judge.reference, name, value)
     judge.take_turn(exclusive=stage == "timing", stage=stage)
     judge.build_reference()
-    judge.ask("rebuild", stage, constants=constants)
+    judge.ask(RebuildRequest(constants=constants), stage)
     if stage != "timing":
         judge.pause_turn()
 
 
 def raise_if_patched(judge: Judge) -> None:
-    reply, _ = judge.ask("patched", "correctness")
+    reply, _ = judge.ask(PatchedRequest(), "correctness")
     judge.problems_verdict(reply["problems"], "correctness", "after the trials")
+
+
+def time_reference(judge: Judge, job: JudgeJob):
+    """Time the reference (``TimingStats``) on inputs from a secret seed."""
+    from cudarl.tester.judging import timing
+
+    base = judge.secret.getrandbits(40) << 20
+    inputs = timing.TimedInputs(judge.inputs_for, base, job.fresh_timing_inputs)
+    judge.send_stage("timing", model="reference")
+    with judge.torch.no_grad():
+        return timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
+                                    job.timing_config(), prepare=inputs.prepare)
+
+
+def time_candidate(judge: Judge, job: JudgeJob) -> dict:
+    """Time the candidate, re-check two timed outputs and the timer; the candidate's timing report
+    (the tester adds the reference's, from ``reference_only`` jobs, and the speedup). Every failed
+    check ends the judge with its verdict."""
+    from cudarl.tester.verdict import TimingStats
+
+    torch = judge.torch
+    base = judge.secret.getrandbits(40) << 20
+    judge.send_stage("timing", model="candidate")
+    started = time.monotonic()
+    request = TimeRequest(base_seed=base, timing=job.timing, pick_seed=judge.secret.getrandbits(62),
+                          fresh_inputs=job.fresh_timing_inputs, reset_l2=job.reset_persisting_l2)
+    reply, blobs = judge.ask(request, "timing", on_header=judge.pause_turn)
+    wall_ms = (time.monotonic() - started) * 1000.0
+    # The timed runs are over: the rechecks below are GPU work like a trial's, in a shared turn
+    # (under "whole" the judge keeps its exclusive one).
+    judge.take_turn(exclusive=False, stage="timing")
+    judge.problems_verdict(reply["problems"], "timing", "timing")
+    cursor = 0
+    for check in reply["checks"]:
+        count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
+        expected, _ = judge.expected_for(int(check["seed"]))
+        result = judge.compare(check, blobs[cursor:cursor + count], expected)
+        cursor += count
+        if not result.ok:
+            call = int(check["seed"]) - base
+            judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
+                                               f"was wrong: {result.reason}"])
+    cand_stats = TimingStats.model_validate(reply["stats"])
+    if cand_stats.clock_violations:
+        judge.fail("rejected", "timing", [f"[timer] {cand_stats.clock_violations} timed run(s) reported more "
+                                          "event time than the host clock measured around them"])
+    if cand_stats.mean_ms * cand_stats.count > wall_ms:
+        judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
+                                          "clock measured for the whole timing request"])
+    if cand_stats.late_runs > max(2, job.side_stream_share * cand_stats.count):
+        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.late_runs} of {cand_stats.count} "
+                                          "timed runs, work finished after the call's stream was done "
+                                          "(work must run on the current stream)"])
+    judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
+    return {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],
+            "device": torch.cuda.get_device_name(judge.device)}
 
 
 def apply_own_limits(limits: dict) -> dict:
     """The child-side limits, and the judge made non-dumpable (its memory holds the secrets)."""
-    from cudarl.tester.isolation import apply_limits, make_undumpable
+    from cudarl.tester.sandbox.isolation import apply_limits, make_undumpable
 
     return {**apply_limits(limits), "undumpable": make_undumpable()}
 
 
-def warm_up(limits: dict, runner: bool, warm_profiler: bool) -> tuple[dict, RunnerLink | None]:
-    """A warm judge's start, before its job exists (``sandbox.WarmChildren``): its limits, its
-    runner if asked (which imports torch and starts the profiler meanwhile), torch and a CUDA
-    context. Nothing secret exists yet; the seeds, the key and the paths come with the job."""
-    # Limits first: unsharing the network namespace needs a single-threaded process.
-    applied = apply_own_limits(limits)
-    link = RunnerLink(limits["isolate_pids"], warm_profiler=warm_profiler) if runner else None
+def _warm_up(arguments) -> RunnerLink | None:
+    """A warm judge's start, before its job exists (``sandbox.parent.WarmChildren``), its limits
+    applied: its runner if asked (which imports torch and starts the profiler meanwhile), torch
+    and a CUDA context. Nothing secret exists yet; the seeds, the key and the paths come with
+    the job."""
+    limits = arguments.warm_limits
+    link = RunnerLink(limits["isolate_pids"], warm_profiler=arguments.warm_profiler) if arguments.warm_runner else None
     import torch
 
     if torch.cuda.is_available():
         torch.empty(1, device="cuda")
-    return applied, link
+    return link
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--warm-runner", action="store_true", help="with --warm: start the runner too")
+    parser.add_argument("--warm-profiler", action="store_true", help="with --warm-runner: the runner starts the profiler")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--result-fd", type=int, required=True)
-    parser.add_argument("--warm", default=None, metavar="LIMITS_JSON",
-                        help="apply these limits and start the runner, torch and CUDA before the job arrives")
-    parser.add_argument("--warm-runner", action="store_true", help="with --warm: start the runner too")
-    parser.add_argument("--warm-profiler", action="store_true", help="with --warm-runner: the runner starts the profiler")
-    arguments = parser.parse_args()
-    _RESULTS.fd = arguments.result_fd
-    warm_limits = json.loads(arguments.warm) if arguments.warm else None
-    applied, link = (warm_up(warm_limits, arguments.warm_runner, arguments.warm_profiler)
-                     if warm_limits is not None else (None, None))
-    raw = sys.stdin.read()
-    sys.stdin.close()
-    if not raw.strip():
+    started = start_child(__doc__, apply_own_limits, warm_up=_warm_up, add_arguments=_arguments)
+    if started.job is None:
         return  # a warm judge whose pool closed (its runner dies with the process group)
-    job = json.loads(raw)
-    _RESULTS.key = bytes.fromhex(job.pop("key"))
-    if job.get("cwd"):
-        os.chdir(job["cwd"])
-    if applied is None:
-        applied = apply_own_limits(job["limits"])
-    elif job["limits"] != warm_limits:
-        finish("harness_error", "load", ["a warm judge got a job with other limits than it applied"])
-    send("hello", pid=os.getpid(), warm=warm_limits is not None, **applied)
+    _RESULTS.fd, _RESULTS.key = started.results.fd, started.results.key
     try:
-        run(job, link)
+        run(JudgeJob.from_wire(started.job, ignore=("cwd", "limits")), started.warmed)
     except BaseException as exc:  # noqa: BLE001 - a judge failure is the harness's, never the candidate's pass
         finish("harness_error", "load", [f"the judge failed: {describe_exception(exc)}"])
 

@@ -25,7 +25,8 @@ from types import ModuleType
 
 from cudarl import env
 from cudarl.files import write_text_atomic
-from cudarl.tester import inline_fast, nvcc_split
+from cudarl.tester.build import inline_fast
+from cudarl.tester.build import nvcc_split
 
 
 class StubExtension:
@@ -193,14 +194,3 @@ def light_arguments(arguments: dict) -> tuple[str, dict] | None:
         return None
     return header, {"cuda_sources": inline_fast.trimmed_sources(cuda_sources), "cpp_sources": cpp_sources,
                     "no_implicit_headers": True}
-
-
-def import_source(path: Path, module_name: str) -> ModuleType:
-    """Execute a source file as a fresh module (tracebacks show its real lines)."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module

@@ -1,7 +1,8 @@
 """Batch evaluation: many candidates against their tasks, with a JSON report.
 
-Builds run in parallel threads (each build is its own process group); runs go one at a time,
-so that one candidate's timing never shares the GPU with another's. The report is written
+Builds (``Tester.build``) run in parallel threads (each build is its own process group); judges
+(``Tester.judge``) go one at a time, so that one candidate's timing never shares the GPU with
+another's. The report is written
 atomically: a killed run leaves the previous report, never half a file.
 """
 
@@ -17,7 +18,7 @@ from typing import Callable
 
 from cudarl.files import write_text_atomic
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
+from cudarl.tasks.candidate import Candidate
 from cudarl.tester.tester import Tester
 from cudarl.tester.verdict import Verdict
 
@@ -37,14 +38,14 @@ def evaluate_all(tester: Tester, pairs: list[tuple[Task, Candidate]], build_work
     """Judge every pair; ``progress`` is called with a phase name after each step."""
     notify = progress or (lambda _phase, _verdict: None)
     with ThreadPoolExecutor(max_workers=max(1, build_workers)) as pool:
-        futures = [pool.submit(tester.prepare, task, candidate) for task, candidate in pairs]
-        prepared = []
+        futures = [pool.submit(tester.build, task, candidate) for task, candidate in pairs]
+        built = []
         for future in futures:
-            prepared.append(future.result())
+            built.append(future.result())
             notify("compile", None)
     verdicts = []
-    for item in prepared:
-        verdict = tester.run(item)
+    for (task, candidate), item in zip(pairs, built):
+        verdict = tester.judge(task, candidate, item)
         verdicts.append(verdict)
         notify("run", verdict)
     return verdicts

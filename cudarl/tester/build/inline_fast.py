@@ -30,7 +30,7 @@ Two measures, each safe by construction:
   and its ``build.ninja`` gives the exact compile line; a file lock serialises builders.
   Candidates that pass their own ``extra_cflags`` do not use it.
 
-Elsewhere, same goal: nvcc's two front ends side by side (``cudarl.tester.nvcc_split``), compile
+Elsewhere, same goal: nvcc's two front ends side by side (``cudarl.tester.build.nvcc_split``), compile
 children that import torch before their job (``sandbox.WarmChildren``), build folders loadable
 without ninja (``loading.load_artifact``).
 
@@ -182,50 +182,3 @@ def build_pch(pch_dir: Path, build_directory: Path, timeout_s: float = 300.0) ->
             return "failed: timed out" if done is None else f"failed: {done.stderr.strip()[-300:]}"
         temporary.replace(target)
     return "built"
-
-
-_PROBE_CUDA = 'extern "C" __global__ void cudarl_probe_kernel(float* x) { x[0] = 1.0f; }\n'
-_PROBE_CPP = "int cudarl_probe() { return 1; }\n"
-
-
-def ensure_pch(pch_root: Path, arch: str, cuda_cflags: list[str], jobs: int, timeout_s: float = 600.0) -> str:
-    """The machine's precompiled header for candidates without their own ``extra_cflags``:
-    present, or built now in a child process (a probe build plus the PCH; once per machine and
-    torch version). Returns what happened."""
-    if pch_header(pch_dir_for(pch_root)).exists():
-        return "present"
-    command = [sys.executable, "-m", "cudarl.tester.inline_fast", str(pch_root), arch, json.dumps(cuda_cflags), str(jobs)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return "failed: the probe build timed out"
-    lines = done.stdout.strip().splitlines()
-    return lines[-1] if done.returncode == 0 and lines else f"failed: {done.stderr.strip()[-300:]}"
-
-
-def _probe_main() -> None:
-    pch_root, arch, cuda_cflags, jobs = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-    from cudarl import _compat
-    from cudarl.tester.loading import install_load_inline_hook
-
-    pch_dir = pch_dir_for(pch_root)
-    probe_root = pch_root / f"probe-{pch_dir.name}"
-    flags_only = "no_implicit_headers" in inspect.signature(_compat.import_cpp_extension().load_inline).parameters
-    install_load_inline_hook(probe_root, arch, cuda_cflags, jobs, stub=False,
-                             fast={"trim": False, "pch_root": str(pch_root)})
-    cpp = _compat.import_cpp_extension()
-    if flags_only:
-        # Only the build file is needed: sources that stop at once still get the real flags
-        # (no_implicit_headers changes the sources, not the flags), so the probe costs a second.
-        try:
-            cpp.load_inline("cudarl_pch_probe", "#error flags probe", cuda_sources="#error flags probe",
-                            no_implicit_headers=True)
-        except Exception:  # noqa: BLE001 - the expected failure; build.ninja is written before it
-            pass
-    else:
-        cpp.load_inline("cudarl_pch_probe", _PROBE_CPP, cuda_sources=_PROBE_CUDA, functions=["cudarl_probe"])
-    print(build_pch(pch_dir, probe_root / "cudarl_pch_probe"))
-
-
-if __name__ == "__main__":
-    _probe_main()

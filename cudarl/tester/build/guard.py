@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from cudarl.tester import static_rules
+from cudarl.tester.build import static_rules
 
 _LOADERS = {"load_inline"}
 

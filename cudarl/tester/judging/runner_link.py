@@ -1,7 +1,7 @@
 """The judge's end of the runner (the candidate's process): it starts the runner, sends it
 requests with fresh nonces and checks that each reply answers its request; ``outputs_from``
 rebuilds the tensors a reply carries. What the replies mean is the judge's business
-(``cudarl.tester.judge``); this module only keeps the channel honest.
+(``cudarl.tester.judging.judge``); this module only keeps the channel honest.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from cudarl.tester import channel
+from cudarl.tester.judging import runner
+from cudarl.tester.judging.records import RunnerRequest
+from cudarl.tester.sandbox import channel
 
 CHANNEL_TAG = "[channel]"
 
@@ -30,31 +32,32 @@ class RunnerLink:
     """The judge's end of the runner: requests with fresh nonces, replies checked against them."""
 
     def __init__(self, isolate_pids: bool, warm_profiler: bool = False) -> None:
-        from cudarl.tester.isolation import become_subreaper
+        from cudarl.tester.sandbox.isolation import become_subreaper
 
         self.subreaper = become_subreaper() if isolate_pids else False
         self.warm_profiler = warm_profiler
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cudarl.tester.runner", str(request_read), str(reply_write)]
+            [sys.executable, "-m", runner.__name__, str(request_read), str(reply_write)]
             + (["--warm-profiler"] if warm_profiler else []),
             stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
         os.close(request_read)
         os.close(reply_write)
 
-    def ask(self, op: str, stage: str, on_header: Callable[[dict], None] | None = None,
-            **fields) -> tuple[dict, list]:
+    def ask(self, request: RunnerRequest, stage: str,
+            on_header: Callable[[dict], None] | None = None) -> tuple[dict, list]:
         """Send a request and read its reply; ``on_header`` (see ``channel.read_frame``) runs only
         for a header that answers this request (its nonce and op)."""
         nonce = secrets.token_hex(16)
+        op = request.op
 
         def answered(header: dict) -> None:
             if on_header is not None and header.get("nonce") == nonce and header.get("op") == op:
                 on_header(header)
 
         try:
-            channel.write_frame(self.request_write, {"op": op, "nonce": nonce, "stage": stage, **fields})
+            channel.write_frame(self.request_write, {**request.to_wire(), "op": op, "nonce": nonce, "stage": stage})
             reply, blobs = channel.read_frame(self.reply_read, on_header=answered)
         except (EOFError, BrokenPipeError) as exc:
             raise RunnerGone(str(exc)) from exc

@@ -23,7 +23,7 @@ plan, a command this module does not recognise, any error of the driver itself) 
 nvcc. Cost: both front ends hold the parsed headers at once, so a build's peak memory is about
 the sum of the two (the memory limit covers the whole group); the intermediate files go to a
 private temporary folder, not the build folder. Used as ``PYTORCH_NVCC`` by
-``cudarl.tester.loading`` (``compile.split_nvcc``); it runs as a script, importing only the
+``cudarl.tester.build.loading`` (``compile.split_nvcc``); it runs as a script, importing only the
 standard library, so that it adds milliseconds.
 
     python nvcc_split.py --nvcc /usr/local/cuda/bin/nvcc <nvcc arguments>

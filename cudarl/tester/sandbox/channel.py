@@ -44,7 +44,7 @@ class ResultWriter:
     def finish(self, outcome: str, stage: str, reasons: list[str] | None = None, **fields) -> None:
         """Send the result, kill every process left below (the candidate's), and exit at once
         (skipping atexit and CUDA teardown: a broken context must not hang the exit)."""
-        from cudarl.tester.isolation import kill_descendants
+        from cudarl.tester.sandbox.isolation import kill_descendants
 
         self.send("result", outcome=outcome, stage=stage, reasons=reasons or [], **fields)
         kill_descendants()

@@ -14,7 +14,7 @@ from typing import Any
 
 from cudarl.config import CudarlConfig
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
+from cudarl.tasks.candidate import Candidate
 from cudarl.tester.verdict import Verdict
 
 

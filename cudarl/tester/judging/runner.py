@@ -1,6 +1,6 @@
 """The runner: the only process that executes the candidate. Untrusted by design.
 
-Started by the judge (``python -m cudarl.tester.runner REQUEST_FD REPLY_FD [--warm-profiler]``),
+Started by the judge (``python -m cudarl.tester.judging.runner REQUEST_FD REPLY_FD [--warm-profiler]``),
 which adopts and kills every process the candidate starts. With ``--warm-profiler`` it starts
 CUDA and the profiler before reading any request, while the judge is still starting. It never
 sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
@@ -25,8 +25,11 @@ import sys
 from pathlib import Path
 
 # Bound before the candidate exists: the frame writer and what it relies on.
-from cudarl.tester import channel as _channel
-from cudarl.tester.child import classify, describe_exception
+from cudarl.tester.sandbox import channel as _channel
+from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
+from cudarl.tester.judging.records import (LoadRequest, PatchedRequest, RebuildRequest, TimeRequest, TrialRequest,
+                                            request_from_wire)
+from cudarl.tester.sandbox.child_side import classify, describe_exception
 
 _REQUEST_FD = _REPLY_FD = -1
 _write_frame = _channel.write_frame
@@ -37,7 +40,7 @@ class Runner:
     def __init__(self, warm_profiler: bool = False) -> None:
         import torch
 
-        from cudarl.tester import hardening
+        from cudarl.tester.judging import hardening
 
         self.torch = torch
         self.hardening = hardening
@@ -56,8 +59,6 @@ class Runner:
 
     # inputs and outputs
     def inputs_for(self, seed: int) -> list:
-        from cudarl.tester.child import make_inputs
-
         self.torch.manual_seed(seed)
         return make_inputs(self.reference, self.device)
 
@@ -65,7 +66,7 @@ class Runner:
         return list(output) if isinstance(output, (tuple, list)) else [output]
 
     def _problems(self, outputs: list, inputs: list, saved: list) -> list[str]:
-        from cudarl.tester import correctness
+        from cudarl.tester.judging import correctness
 
         problems = []
         for index, value in enumerate(outputs):
@@ -111,25 +112,26 @@ class Runner:
             self.torch.cuda.synchronize()
 
     # requests
-    def load(self, request: dict) -> dict:
-        from cudarl.tester.loading import import_source, install_load_inline_hook
+    def load(self, request: LoadRequest) -> dict:
+        from cudarl.files import import_source
+        from cudarl.tester.build.loading import install_load_inline_hook
 
-        os.chdir(Path(request["candidate_path"]).parent)  # a warm judge's runner started elsewhere
-        self.reference = import_source(Path(request["task_path"]), "cudarl_reference")
+        os.chdir(Path(request.candidate_path).parent)  # a warm judge's runner started elsewhere
+        self.reference = import_source(Path(request.task_path), "cudarl_reference")
         if hasattr(self.reference, "Model"):
             del self.reference.Model  # the runner needs only get_inputs and get_init_inputs
         if self.device.type == "cuda":
-            self.torch.cuda.set_per_process_memory_fraction(request["gpu_memory_fraction"])
+            self.torch.cuda.set_per_process_memory_fraction(request.gpu_memory_fraction)
             self.torch.ones(1, device=self.device).add_(1)  # CUDA context up before privileges go
             self.torch.cuda.synchronize()
-        if request.get("drop_capabilities"):
+        if request.drop_capabilities:
             self.notes.append(self.hardening.drop_capabilities())
         self.originals = self.hardening.Originals()
         self.thread_baseline = self.hardening.thread_idents()
-        install_load_inline_hook(Path(request["build_root"]), request["arch"], request["cuda_cflags"],
-                                 request["jobs"], stub=self.device.type != "cuda", fast=request.get("inline_fast"))
-        self.init_seed = request["init_seed"]
-        self.candidate = import_source(Path(request["candidate_path"]), "cudarl_candidate")
+        install_load_inline_hook(Path(request.build_root), request.arch, list(request.cuda_cflags),
+                                 request.jobs, stub=self.device.type != "cuda", fast=request.inline_fast)
+        self.init_seed = request.init_seed
+        self.candidate = import_source(Path(request.candidate_path), "cudarl_candidate")
         if not hasattr(self.candidate, "ModelNew"):
             return {"ok": False, "outcome": "load_error", "reasons": ["the candidate module defines no ModelNew"]}
         self._build_model()
@@ -141,22 +143,22 @@ class Runner:
         self.model = self.candidate.ModelNew(*self.reference.get_init_inputs()).to(self.device).eval()
         self._sync()
 
-    def rebuild(self, request: dict) -> dict:
-        for name, value in request["constants"].items():
+    def rebuild(self, request: RebuildRequest) -> dict:
+        for name, value in request.constants.items():
             setattr(self.reference, name, value)
         self._build_model()
         return {"ok": True}
 
-    def trial(self, request: dict) -> tuple[dict, list[bytes]]:
+    def trial(self, request: TrialRequest) -> tuple[dict, list[bytes]]:
         torch = self.torch
         with torch.no_grad():
-            inputs = self.inputs_for(request["seed"])
+            inputs = self.inputs_for(request.seed)
             fingerprint = input_fingerprint(inputs)
             saved = [v.clone() if isinstance(v, self.tensor_type) else v for v in inputs]
-            if request.get("poison", True):
+            if request.poison:
                 self.hardening.poison_free_memory(self.device)
             kernels, why = None, ""
-            if request.get("profile") and self.device.type == "cuda":
+            if request.profile and self.device.type == "cuda":
                 output, kernels, why = self.hardening.profile_kernels(lambda: self.model(*inputs), self.device)
             else:
                 output = self.model(*inputs)
@@ -169,16 +171,16 @@ class Runner:
                  "kernels": None if kernels is None else [k.__dict__ for k in kernels], "profile_note": why}
         return reply, blobs
 
-    def time(self, request: dict) -> tuple[dict, list[bytes]]:
+    def time(self, request: TimeRequest) -> tuple[dict, list[bytes]]:
         from cudarl.config import TimingConfig
-        from cudarl.tester import timing
+        from cudarl.tester.judging import timing
 
         torch = self.torch
-        config = TimingConfig(**request["timing"])
+        config = TimingConfig(**request.timing)
         flush = timing.l2_flush_buffer(self.device)
-        reset_l2 = self.hardening.PersistingL2Reset() if request.get("reset_l2", True) else None
-        inputs = timing.TimedInputs(self.inputs_for, request["base_seed"], request.get("fresh_inputs", True))
-        chooser = random.Random(request["pick_seed"])
+        reset_l2 = self.hardening.PersistingL2Reset() if request.reset_l2 else None
+        inputs = timing.TimedInputs(self.inputs_for, request.base_seed, request.fresh_inputs)
+        chooser = random.Random(request.pick_seed)
         state: dict = {"picked": None, "last": None}
 
         def keep(index: int, output) -> None:
@@ -202,22 +204,8 @@ class Runner:
                  "device": torch.cuda.get_device_name(self.device)}
         return reply, blobs
 
-    def patched(self, _request: dict) -> dict:
+    def patched(self, _request: PatchedRequest) -> dict:
         return {"ok": True, "problems": self._integrity_problems()}
-
-
-def input_fingerprint(inputs: list) -> list:
-    """A cheap summary of generated inputs: the judge compares it with its own (same seed)."""
-    import torch
-
-    summary = []
-    for value in inputs:
-        if isinstance(value, torch.Tensor):
-            wide = value.detach().double() if value.numel() else value.detach()
-            summary.append([list(value.shape), str(value.dtype), float(torch.nan_to_num(wide).sum()) if value.numel() else 0.0])
-        else:
-            summary.append(repr(value)[:100])
-    return summary
 
 
 def serve(runner: Runner) -> None:
@@ -234,7 +222,7 @@ def serve(runner: Runner) -> None:
             os._exit(0)
         stage = request.get("stage", "load")
         try:
-            result = handlers[op](request)
+            result = handlers[op](request_from_wire(request))
             reply, blobs = result if isinstance(result, tuple) else (result, [])
         except BaseException as exc:  # noqa: BLE001 - the candidate's failure is its verdict
             outcome = classify(exc, stage)

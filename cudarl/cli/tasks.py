@@ -42,7 +42,7 @@ def _filter(tasks, only: str | None, tier: str | None):
 def tasks_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from cudarl.report_table import stdout_console
+    from cudarl.cli.table import stdout_console
     from cudarl.tasks.builtin import SOLUTIONS_DIR
 
     tasks = _filter(_load(args), args.only, args.tier)
@@ -75,8 +75,8 @@ def tasks_show(args: argparse.Namespace) -> int:
 def tasks_check(args: argparse.Namespace) -> int:
     """Judge the suite's reference solutions; with --record, write measured speedups back."""
     from cudarl.config import load_config
-    from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
-    from cudarl.report_table import stdout_console, verdict_table
+    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
+    from cudarl.cli.table import stdout_console, verdict_table
     from cudarl.tasks.builtin import load_suite, suite_solutions
     from cudarl.tester import Tester
 

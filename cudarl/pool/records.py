@@ -1,21 +1,55 @@
-"""What the tester pool keeps about items and workers: plain records, no Ray.
+"""What the tester pool keeps about items and workers, and its policies: plain records and pure
+functions, no Ray.
 
 Kept apart from the actor (``actors/tester_pool.py``) so that the actor reads as the flow of an
-item (queue, compile, bench, verdict) and these read as the state it moves.
+item (queue, compile, bench, verdict) and these read as the state it moves and the rules it
+follows (which submissions share a judgement, how compile and bench workers are configured).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cudarl.config import TesterConfig
+from cudarl.pool.scaling import Bounds, KindLoad
+from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
-from cudarl.tester.candidate import Candidate
-from cudarl.tester.scaling import Bounds, KindLoad
-from cudarl.tester.stages import Compiled
+from cudarl.tester.built import Built
 from cudarl.tester.verdict import Outcome, Stage, Verdict
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """What a worker's ``ready()`` answers: where it runs, and what it builds or runs."""
+
+    node: str
+    """The Ray node id."""
+    host: str
+    pid: int
+    mode: str
+    """The compile mode its tester uses (``extension``, ``kernel``)."""
+    arch: str
+    """The architecture it builds for (compile) or its GPU's (bench)."""
+    has_gpu: bool = False
+    """Bench workers: whether torch sees a CUDA GPU there."""
+    gpus: str = ""
+    """Bench workers: ``CUDA_VISIBLE_DEVICES`` as Ray set it."""
+
+    @property
+    def profile(self) -> CompileProfile:
+        return CompileProfile(self.mode, self.arch)
+
+
+@dataclass(frozen=True)
+class CompileProfile:
+    """How compile workers build so that the bench workers can load the builds."""
+
+    mode: str
+    arch: str
 
 
 @dataclass(eq=False)
@@ -27,7 +61,7 @@ class PoolItem:
     candidate: Candidate
     future: asyncio.Future
     submitted: float
-    compiled: Compiled | None = None
+    built: Built | None = None
     artifact: object = None  # ObjectRef of the build, owned here
     reruns: int = 0
     expiry: asyncio.TimerHandle | None = None
@@ -42,7 +76,7 @@ class PoolWorker:
     handle: object
     gpus: float = 0.0
     slots: int = 1  # items it runs at once (bench workers: pool.bench_slots)
-    info: dict | None = None
+    info: WorkerIdentity | None = None
     items: set = field(default_factory=set)
     idle_since: float = field(default_factory=time.monotonic)
     retiring: bool = False
@@ -83,3 +117,29 @@ def workers_summary(members: list[PoolWorker], bounds: Bounds, manual: bool, res
             "starting": sum(1 for w in members if w.info is None),
             "busy": sum(1 for w in members if w.busy), "bounds": [bounds.low, bounds.high], "manual": manual,
             "gpus": sum(w.gpus for w in members), "restarts": restarts}
+
+
+def judgement_key(task: Task, candidate: Candidate) -> str:
+    """Identical candidates of one task share a verdict: the key hashes the whole task (a task
+    whose reference or shapes changed is another task) and the candidate's source, not its id."""
+    return hashlib.sha256(f"{task.model_dump_json()}\0{candidate.source_hash}".encode()).hexdigest()[:32]
+
+
+def builder_config(config: TesterConfig, profile: CompileProfile | None) -> TesterConfig:
+    """The tester settings of a compile worker: the bench workers' compile mode and architecture
+    (``profile``, from a bench worker) replace auto-detection, which on a CPU-only node would pick
+    kernel mode and the fallback arch, and builds would not load on the GPU."""
+    if profile is None:
+        return config
+    return config.with_changes({"compile.mode": profile.mode, "compile.arch": profile.arch})
+
+
+def bench_config(config: TesterConfig, slots: int, gpu_share: float) -> TesterConfig:
+    """The tester settings of a bench worker with ``slots`` candidates at once on ``gpu_share`` of
+    a GPU. Unless judges take whole turns (``timing.gpu_turns = "whole"``), the correctness
+    trials of several candidates share the GPU, so each process's memory share is divided among
+    them: a candidate that allocates all it may cannot starve a neighbour's honest one."""
+    if config.timing.gpu_turns == "whole" or (slots == 1 and gpu_share >= 1.0):
+        return config
+    fraction = config.sandbox.gpu_memory_fraction * min(gpu_share, 1.0) / slots
+    return config.with_changes({"sandbox.gpu_memory_fraction": fraction})

@@ -13,7 +13,7 @@ import asyncio
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 
-from cudarl.tester.pool_records import PoolItem, latency_summary
+from cudarl.pool.records import PoolItem, latency_summary
 from cudarl.tester.verdict import Verdict
 
 

@@ -5,7 +5,7 @@ The parent side only: start the child in a new session (so its whole process gro
 included, dies together), hand it a job over stdin (never argv or the environment, which the
 candidate could read back), watch wall time and resident memory, keep bounded heads of stdout and
 stderr, and read JSON-line messages from a private pipe. The child side applies its own limits
-(``cudarl.tester.isolation``) before any candidate code runs.
+(``cudarl.tester.sandbox.isolation``) before any candidate code runs.
 
 When a ``key`` is given, every message must carry a valid HMAC under it (``channel.verify``);
 others are dropped and counted in ``forged_messages``. The watchdog also counts the group's
@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 from cudarl import env
-from cudarl.tester import channel
+from cudarl.tester.sandbox import channel
 
 _POLL_S = 0.05
 # Stage messages (their ``model``) that start a wait on other judges, not on the candidate:

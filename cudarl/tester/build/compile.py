@@ -20,14 +20,15 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cudarl import _compat
+from cudarl import _compat, nvrtc_build
 from cudarl.config import CompileConfig, SandboxConfig
 from cudarl.files import file_lock, write_text_atomic
-from cudarl.tester.compiler_output import parse_ptxas, trim_errors
-from cudarl.tester.guard import InlineBuild
-from cudarl.tester.loading import safe_name
-from cudarl.tester.sandbox import ChildLimits, StartedChild, run_child
-from cudarl.tester.toolchain import Toolchain, torch_include_flags
+from cudarl.tester.build import compile_child
+from cudarl.tester.build.compiler_output import parse_ptxas, trim_errors
+from cudarl.tester.build.guard import InlineBuild
+from cudarl.tester.build.loading import safe_name
+from cudarl.tester.sandbox.parent import ChildLimits, StartedChild, run_child
+from cudarl.tester.build.toolchain import Toolchain, torch_include_flags
 from cudarl.tester.verdict import CompileReport
 
 # Flags torch's extension builder passes to nvcc; kernel mode uses them too, so that a kernel
@@ -149,7 +150,7 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
     limits = compile_limits(config, sandbox)
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast}
-    child = run_child("cudarl.tester.child", job, limits, cwd=build_root.parent, started=started)
+    child = run_child(compile_child.__name__, job, limits, cwd=build_root.parent, started=started)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr
     ok = bool(result and result.get("outcome") == "compiled")
@@ -193,7 +194,7 @@ def compile_nvrtc(builds: list, arch: str, config: CompileConfig, sandbox: Sandb
            "builds": [{"source": b.source, "name": b.name, "options": list(b.options)} for b in builds]}
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "cudarl.nvrtc_build"], input=json.dumps(job),
+        done = subprocess.run([sys.executable, "-m", nvrtc_build.__name__], input=json.dumps(job),
                               capture_output=True, text=True, timeout=config.timeout_s, preexec_fn=limit_memory)
     except subprocess.TimeoutExpired:
         report = CompileReport(mode="nvrtc", arch=f"sm_{arch}", cache_key=key, cached=False,

@@ -14,13 +14,13 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cudarl.config import ConfigError, load_config
-    from cudarl.evaluation import build_report, evaluate_all, pair_candidates, write_report
-    from cudarl.report_table import stdout_console, verdict_table
+    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
+    from cudarl.cli.table import stdout_console, verdict_table
     from cudarl.tasks import TaskError, load_tasks
     from cudarl.tasks.loaders import select_tasks
     from cudarl.tester import Tester, load_candidates
-    from cudarl.tester.candidate import CandidateError
-    from cudarl.tester.toolchain import ToolchainError
+    from cudarl.tasks.candidate import CandidateError
+    from cudarl.tester.build.toolchain import ToolchainError
 
     console = Console(stderr=True, soft_wrap=True)
     try:
@@ -114,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(started there if none runs; `auto`: this machine's cluster)")
     evaluate.add_argument("--pool", action="store_true", help="judge on a tester pool in a local Ray started here")
     evaluate.set_defaults(handler=_eval)
-    from cudarl.tasks_cli import add_parser as add_tasks_parser
-    from cudarl.tester_cli import add_parser as add_tester_parser
+    from cudarl.cli.tasks import add_parser as add_tasks_parser
+    from cudarl.cli.tester import add_parser as add_tester_parser
 
     add_tasks_parser(commands)
     add_tester_parser(commands)
