@@ -29,8 +29,17 @@ from actors.bench_worker import BenchWorkerActor
 from actors.compile_worker import CompileWorkerActor
 from cudarl.config import CudarlConfig
 from cudarl.pool.book import ItemBook, PoolTally
-from cudarl.pool.records import (CompileProfile, PoolItem, PoolWorker, bench_config, builder_config, judgement_key,
-                                 kind_load, pool_verdict, workers_summary)
+from cudarl.pool.records import (
+    CompileProfile,
+    PoolItem,
+    PoolWorker,
+    bench_config,
+    builder_config,
+    judgement_key,
+    kind_load,
+    pool_verdict,
+    workers_summary,
+)
 from cudarl.pool.scaling import Bounds, bench_bounds, compile_bounds, pool_targets
 from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
@@ -151,7 +160,8 @@ class TesterPool:
             self.queues[COMPILE].put_nowait(item)
 
     def _deliver(self, verdict: Verdict, task: Task, candidate: Candidate, shared: bool, started: float) -> Verdict:
-        mine = verdict.model_copy(deep=True, update={"task_id": task.id, "candidate_id": candidate.id, "shared": shared})
+        mine = verdict.model_copy(deep=True, update={"task_id": task.id, "candidate_id": candidate.id,
+                                                     "shared": shared})
         mine.stage_seconds["pool"] = time.monotonic() - started
         self.tally.verdict(mine.outcome.value)
         return mine
@@ -251,7 +261,7 @@ class TesterPool:
         """A worker's answer, or None after handling its death, deadline or error."""
         try:
             return await asyncio.wait_for(ref, deadline)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._replace(worker, "deadline")
             self._finish(item, pool_verdict(item, Outcome.TIMEOUT, stage,
                                         f"the {worker.kind} worker gave no answer within {deadline:.0f} s; "
@@ -283,7 +293,8 @@ class TesterPool:
             # GPU node whose CPUs compile workers took must still get its bench workers.
             cpus = 0 if gpus else 1
             tester = bench_config(self.config.tester, self.settings.bench_slots, self.settings.gpus_per_bench_worker)
-            handle = BenchWorkerActor.options(num_cpus=cpus, num_gpus=gpus, max_concurrency=self.settings.bench_slots + 2).remote(
+            handle = BenchWorkerActor.options(num_cpus=cpus, num_gpus=gpus,
+                                              max_concurrency=self.settings.bench_slots + 2).remote(
                 tester.model_dump(mode="json"))
             worker = PoolWorker(kind, number, handle, gpus=gpus, slots=self.settings.bench_slots)
         self.workers[kind].append(worker)
@@ -367,7 +378,8 @@ class TesterPool:
         members = {kind: [w for w in self.workers[kind] if not w.retiring] for kind in (BENCH, COMPILE)}
         loads = {kind: kind_load(members[kind], self.queues[kind].qsize()) for kind in (BENCH, COMPILE)}
         targets = pool_targets(loads[BENCH], loads[COMPILE], self.bounds[BENCH], self.bounds[COMPILE],
-                               s.scale_up_queue_depth, s.idle_s, self.cluster["GPU"] > 0 and self.compile_profile is None)
+                               s.scale_up_queue_depth, s.idle_s,
+                               self.cluster["GPU"] > 0 and self.compile_profile is None)
         for kind, target in zip((BENCH, COMPILE), targets):
             for _ in range(target - len(members[kind])):
                 self._spawn(kind)

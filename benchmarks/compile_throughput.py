@@ -1,16 +1,16 @@
 """Compile latency and throughput: stock ``load_inline``, cudarl's inline path and the nvrtc
 path, side by side on one machine.
 
-    python benchmarks/compile_throughput.py [--tasks vector_add,relu,softmax] [--workers 16]
+    uv run python benchmarks/compile_throughput.py [--tasks vector_add,relu,softmax] [--workers 16]
 
 1. Latency, fresh caches, one build at a time, for each task of ``--tasks``:
    - stock: a fresh process imports the suite's inline solution with plain ``load_inline``
      (torch's defaults: its own extension folder, set to an empty one; its own architecture
      choice; its own job count);
-   - cudarl inline: ``Tester.prepare`` on the same solution (sandboxed compile child, one
+   - cudarl inline: ``Tester.build`` on the same solution (sandboxed compile child, one
      architecture, the lighter torch header, the machine's precompiled header), and again
      (cache hit);
-   - nvrtc, where the task has an nvrtc solution: ``Tester.prepare`` on it, and again (hit);
+   - nvrtc, where the task has an nvrtc solution: ``Tester.build`` on it, and again (hit);
    - one broken candidate (the first task's solution with an undefined name in a kernel), stock
      and cudarl: cudarl builds a broken candidate twice (see ``cudarl.tester.build.inline_fast``).
    Each figure is the wall time of the whole build as the caller sees it, process start and
@@ -26,6 +26,7 @@ Prints tables; writes benchmarks/results/compile_throughput-<date>-<machine>.jso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -35,16 +36,15 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from cudarl import env
+from cudarl.config import CudarlConfig
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester import Candidate, Tester
 
-from cudarl import env  # noqa: E402
-from cudarl.config import CudarlConfig  # noqa: E402
-from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
-from cudarl.tester import Candidate, Tester# noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _STOCK = r"""
 import importlib.util, sys, time
@@ -78,7 +78,7 @@ def stock_build(candidate: Candidate, workdir: Path) -> dict:
         child_env.pop(name, None)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", _STOCK, str(path)], capture_output=True, text=True,
-                          env=child_env, cwd=workdir, timeout=1800)
+                          env=child_env, cwd=workdir, timeout=1800, check=False)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         return {"ok": False, "seconds": wall, "error": done.stderr[-600:]}
@@ -87,10 +87,10 @@ def stock_build(candidate: Candidate, workdir: Path) -> dict:
 
 def cudarl_build(tester: Tester, task, candidate: Candidate) -> dict:
     started = time.perf_counter()
-    prepared = tester.prepare(task, candidate)
+    built = tester.build(task, candidate)
     wall = time.perf_counter() - started
-    verdict = prepared.verdict
-    ok = prepared.compiled is not None and prepared.compiled.ok
+    verdict = built.verdict
+    ok = built.ready
     return {"ok": ok, "seconds": wall, "compile_s": verdict.stage_seconds.get("compile"),
             "pch_s": verdict.stage_seconds.get("pch", 0.0), "cached": bool(verdict.compile and verdict.compile.cached),
             "error": "" if ok else (verdict.reasons or [""])[0][:600]}
@@ -105,11 +105,13 @@ def broken(candidate: Candidate) -> Candidate:
     """The candidate with a compile error in its CUDA source (an undefined name in the first
     kernel): what a broken candidate costs, where cudarl builds twice (lighter header, then as
     written for the real errors)."""
-    source = candidate.source.replace("__global__", "__global__ void cudarl_broken() { undefined_name(); }\n__global__", 1)
+    source = candidate.source.replace("__global__",
+                                      "__global__ void cudarl_broken() { undefined_name(); }\n__global__", 1)
     return candidate.model_copy(update={"id": f"{candidate.id}/broken", "source": source})
 
 
-def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: None, with_broken: bool = True) -> list[dict]:
+def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: None,
+            with_broken: bool = True) -> list[dict]:
     tasks = {t.id: t for t in load_suite()}
     inline = {s.task_id: s for s in suite_solutions(set(task_ids))}
     nvrtc = {s.task_id: s for s in suite_solutions(set(task_ids), form="nvrtc")}
@@ -139,12 +141,13 @@ def latency(cache: Path, task_ids: list[str], rows: list[dict], save=lambda: Non
     if with_broken and task_ids:
         first = broken(inline[task_ids[0]])
         row = {"task": f"{task_ids[0]} (compile error)", "broken": True,
-               "stock": stock_build(first, cache / "stock" / "broken"), "inline": cudarl_build(tester, tasks[task_ids[0]], first)}
+               "stock": stock_build(first, cache / "stock" / "broken"),
+               "inline": cudarl_build(tester, tasks[task_ids[0]], first)}
         rows.append(row)
         save()
         print(f"{row['task']:22s} {row['stock']['seconds']:8.2f} {row['inline']['seconds']:9.2f} "
-              f"{row['stock']['seconds'] / row['inline']['seconds']:6.2f}   (both must fail: stock ok={row['stock']['ok']}, "
-              f"cudarl ok={row['inline']['ok']})", flush=True)
+              f"{row['stock']['seconds'] / row['inline']['seconds']:6.2f}   "
+              f"(both must fail: stock ok={row['stock']['ok']}, cudarl ok={row['inline']['ok']})", flush=True)
     return rows
 
 
@@ -202,22 +205,20 @@ def main() -> int:
     task_ids = args.tasks.split(",")
     throughput_ids = args.throughput_tasks.split(",")
     machine = {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()}
-    try:
+    with contextlib.suppress(Exception):  # the table matters more than the label
         import torch
 
         machine.update(torch=torch.__version__, gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
-    except Exception:  # noqa: BLE001 - the table matters more than the label
-        pass
     label = (machine.get("gpu") or f"cpu{machine['cpus']}").replace(" ", "-")
     suffix = f"-{args.label}" if args.label else ""
-    out = Path(args.out_dir) / f"compile_throughput-{datetime.now(timezone.utc):%Y-%m-%d}-{label}{suffix}.json"
+    out = Path(args.out_dir) / f"compile_throughput-{datetime.now(UTC):%Y-%m-%d}-{label}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     rates: list[dict] = []
     totals: dict = {}
 
     def save() -> None:  # after every section, so a run cut short keeps what it measured
-        out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        out.write_text(json.dumps({"created": datetime.now(UTC).isoformat(timespec="seconds"),
                                    "machine": machine, "summary": totals, "latency": rows, "throughput": rates},
                                   indent=2))
 

@@ -12,13 +12,10 @@ extension cudarl already built (the same call and flags, ``loading.install_load_
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def evaluate(job: dict) -> dict:
@@ -68,7 +65,9 @@ def evaluate(job: dict) -> dict:
 
 
 def main() -> None:
-    job = json.loads(Path(sys.argv[1]).read_text())
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("job", metavar="JOB_JSON", help="the job file exploit_corpus.py writes")
+    job = json.loads(Path(parser.parse_args().job).read_text())
     started = time.monotonic()
     result = evaluate(job)
     result["seconds"] = time.monotonic() - started

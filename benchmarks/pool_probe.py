@@ -3,22 +3,23 @@ every few seconds: a quick look at a pool that does not progress (workers, queue
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import ray
 
-import ray  # noqa: E402
-
-from cudarl.config import CudarlConfig  # noqa: E402
-from cudarl.pool import start_pool  # noqa: E402
-from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
+from cudarl.config import CudarlConfig
+from cudarl.pool import start_pool
+from cudarl.tasks.builtin import load_suite, suite_solutions
 
 
 def main() -> int:
-    ids = sys.argv[1].split(",") if len(sys.argv) > 1 else ["vector_add", "relu"]
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 120
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("tasks", nargs="?", default="vector_add,relu", help="suite tasks, comma-separated")
+    parser.add_argument("seconds", nargs="?", type=float, default=120, help="how long to watch")
+    args = parser.parse_args()
+    ids = args.tasks.split(",")
+    seconds = args.seconds
     tasks = {t.id: t for t in load_suite()}
     candidates = [c for c in suite_solutions() if c.task_id in ids]
     ray.init(include_dashboard=False)

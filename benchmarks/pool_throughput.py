@@ -1,14 +1,14 @@
 """Candidates judged per hour: the tester pool on Ray against the serial KernelBench-style loop,
 side by side on one machine (one GPU, its cores), per candidate format.
 
-    python benchmarks/pool_throughput.py [--inline 32] [--nvrtc 20] [--serial-inline 3] [--serial-nvrtc 5]
-                                         [--per-task 4] [--compile-workers 14] [--bench-slots 2]
+    uv run python benchmarks/pool_throughput.py [--inline 32] [--nvrtc 20] [--serial-inline 3] [--serial-nvrtc 5]
+                                                [--per-task 4] [--compile-workers 14] [--bench-slots 2]
 
 Candidates are distinct variants of the suite's honest solutions (a comment line differs, so no
 cache serves them), ``--per-task`` in a row for each task (as a GRPO group samples several
 candidates per prompt), going through the suite's tasks in order.
 - serial, inline: one process, one candidate at a time: stock ``load_inline`` builds it in a fresh
-  process (torch's defaults, empty extension folder), then cudarl's judge runs it (``Tester.run``
+  process (torch's defaults, empty extension folder), then cudarl's judge runs it (``Tester.judge``
   on cudarl's own build of the same source, whose build time is not counted). Per candidate:
   stock build wall + judge wall.
 - serial, nvrtc: ``Tester.evaluate`` on each candidate in turn (NVRTC compile, then judge).
@@ -29,22 +29,20 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+# compile_throughput.py sits beside this script, whose folder Python puts first on sys.path.
+from compile_throughput import stock_build
+
+from cudarl.config import CudarlConfig
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester import Candidate, Tester
+from cudarl.tester.verdict import Outcome
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from compile_throughput import stock_build  # noqa: E402
-
-from cudarl.config import CudarlConfig  # noqa: E402
-from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
-from cudarl.tester import Candidate, Tester# noqa: E402
-from cudarl.tester.verdict import Outcome  # noqa: E402
 
 
 def variants(form: str, count: int, offset: int, per_task: int = 1) -> list[Candidate]:
@@ -58,13 +56,13 @@ def variants(form: str, count: int, offset: int, per_task: int = 1) -> list[Cand
 def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path, warm_up: Candidate | None) -> dict:
     tester = Tester(CudarlConfig().tester, cache_root=cache)
     if warm_up is not None:  # the judge's first run starts its warm children: not counted, as the pool's start-up
-        tester.run(tester.prepare(tasks[warm_up.task_id], warm_up))
+        tester.evaluate(tasks[warm_up.task_id], warm_up)
     rows = []
     for candidate in candidates:
         stock = stock_build(candidate, Path(tempfile.mkdtemp(prefix="stock-", dir=cache)))
-        prepared = tester.prepare(tasks[candidate.task_id], candidate)  # cudarl's build, not counted
+        built = tester.build(tasks[candidate.task_id], candidate)  # cudarl's build, not counted
         started = time.perf_counter()
-        verdict = tester.run(prepared)
+        verdict = tester.judge(tasks[candidate.task_id], candidate, built)
         judge_s = time.perf_counter() - started
         rows.append({"id": candidate.id, "stock_build_s": stock["seconds"], "judge_s": judge_s,
                      "outcome": verdict.outcome.value, "stock_ok": stock["ok"]})
@@ -105,7 +103,8 @@ def stage_medians(verdicts: list) -> dict[str, float]:
 
 def measure_serial(args, tasks: dict, cache: Path, stamp: int, results: dict, save) -> None:
     print("serial baseline (one process, one candidate at a time)", flush=True)
-    for form, count, measure in (("inline", args.serial_inline, serial_inline), ("nvrtc", args.serial_nvrtc, serial_nvrtc)):
+    for form, count, measure in (("inline", args.serial_inline, serial_inline),
+                                 ("nvrtc", args.serial_nvrtc, serial_nvrtc)):
         if count == 0:
             continue
         warm_up = variants(form, 1, stamp + 40_000)[0] if args.serial_warm_up else None
@@ -126,7 +125,8 @@ def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save
                  "min_bench_workers": 1, "max_bench_workers": 1, "bench_slots": args.bench_slots}})
     started = time.perf_counter()
     pool = start_pool(config)
-    pool.judge([(tasks[c.task_id], c) for c in variants("inline", 1, stamp + 10_000) + variants("nvrtc", 1, stamp + 10_000)])
+    pool.judge([(tasks[c.task_id], c)
+                for c in variants("inline", 1, stamp + 10_000) + variants("nvrtc", 1, stamp + 10_000)])
     results["pool_startup_s"] = time.perf_counter() - started
     print(f"pool up and warm in {results['pool_startup_s']:.1f} s: {pool.stats()['workers']}", flush=True)
     for form, count, offset in (("inline", args.inline, 20_000), ("nvrtc", args.nvrtc, 30_000)):
@@ -143,7 +143,8 @@ def measure_pool(args, tasks: dict, cache: Path, stamp: int, results: dict, save
 
 
 def print_table(results: dict) -> None:
-    print(f"\n{'format':8s} {'arm':8s} {'candidates':>10s} {'passed':>7s} {'wall s':>8s} {'per hour':>9s} {'vs serial':>10s}")
+    print(f"\n{'format':8s} {'arm':8s} {'candidates':>10s} {'passed':>7s} "
+          f"{'wall s':>8s} {'per hour':>9s} {'vs serial':>10s}")
     for form in ("inline", "nvrtc"):
         serial, pool_row = results.get(f"serial_{form}"), results.get(f"pool_{form}")
         ratio = pool_row["per_hour"] / serial["per_hour"] if serial and pool_row else None
@@ -162,7 +163,8 @@ def main() -> int:
     parser.add_argument("--serial-inline", type=int, default=3)
     parser.add_argument("--serial-nvrtc", type=int, default=5)
     parser.add_argument("--serial-warm-up", action=argparse.BooleanOptionalAction, default=True,
-                        help="judge one uncounted candidate first in the serial arms (the pool's start-up is not counted either)")
+                        help="judge one uncounted candidate first in the serial arms "
+                             "(the pool's start-up is not counted either)")
     parser.add_argument("--per-task", type=int, default=4, help="candidates per task in a row (a GRPO group)")
     parser.add_argument("--compile-workers", type=int, default=14)
     parser.add_argument("--bench-slots", type=int, default=2)
@@ -182,9 +184,9 @@ def main() -> int:
     stamp = int(time.time())
     gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     out = Path(args.out or ROOT / "benchmarks" / "results" /
-               f"pool_throughput-{datetime.now(timezone.utc).date().isoformat()}-{(gpu_name or 'cpu').replace(' ', '-')}.json")
+               f"pool_throughput-{datetime.now(UTC).date().isoformat()}-{(gpu_name or 'cpu').replace(' ', '-')}.json")
     results: dict = json.loads(out.read_text()) if args.only and out.exists() else {}
-    results.update({"date": datetime.now(timezone.utc).date().isoformat(),
+    results.update({"date": datetime.now(UTC).date().isoformat(),
                     "machine": {"cpus": os.cpu_count(), "gpu": gpu_name, "python": platform.python_version(),
                                 "torch": torch.__version__}})
     results.setdefault("args", {})[args.only or "all"] = vars(args)

@@ -7,7 +7,7 @@ a softmax) is profiled twice; the table shows the first and the second profiled 
 cost of an optional warm-up step done before them. Then (``--contention-rounds``) whether a
 runner warming up in another process disturbs a timing measurement made meanwhile.
 
-    python benchmarks/profiler_startup.py [--repeats 3]
+    uv run python benchmarks/profiler_startup.py [--repeats 3]
 
 Writes benchmarks/results/profiler_startup-<date>-<gpu>.json.
 """
@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,16 +84,15 @@ def contention(rounds: int) -> list[dict]:
     for name, call in kernels.items():
         medians: dict[str, list[float]] = {"alone": [], "while warming": []}
         for _ in range(rounds):
-            for condition in medians:
+            for condition, values in medians.items():
                 child = None
                 if condition == "while warming":
                     child = subprocess.Popen([sys.executable, "-c", _WARMER], stdout=subprocess.PIPE, text=True,
-                                             cwd=ROOT, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                                 filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+                                             cwd=ROOT)
                     if child.stdout.readline().strip() != "imported":
                         raise RuntimeError("the warming process failed to start (see its error above)")
                 stats = timing.time_callable(call, flush, TimingConfig())
-                medians[condition].append(stats.median_ms)
+                values.append(stats.median_ms)
                 if child is not None and child.wait(timeout=120) != 0:
                     raise RuntimeError("the warming process failed (see its error above)")
         row = {"kernel": name, **{k: statistics.median(v) for k, v in medians.items()}, "runs": medians}
@@ -122,7 +120,8 @@ def main() -> int:
     for variant in VARIANTS:
         runs = []
         for _ in range(args.repeats):
-            done = subprocess.run([sys.executable, "-c", _PROBE, variant], capture_output=True, text=True, timeout=300)
+            done = subprocess.run([sys.executable, "-c", _PROBE, variant], capture_output=True, text=True, timeout=300,
+                                  check=False)
             if done.returncode != 0:
                 print(f"{variant}: failed: {done.stderr[-500:]}")
                 break
@@ -137,9 +136,9 @@ def main() -> int:
               f"{runs[-1]['kernels']:8d}", flush=True)
     contended = contention(args.contention_rounds) if args.contention_rounds else []
     gpu = torch.cuda.get_device_name().replace(" ", "-")
-    out = Path(args.out_dir) / f"profiler_startup-{datetime.now(timezone.utc):%Y-%m-%d}-{gpu}.json"
+    out = Path(args.out_dir) / f"profiler_startup-{datetime.now(UTC):%Y-%m-%d}-{gpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
+    out.write_text(json.dumps({"created": datetime.now(UTC).isoformat(timespec="seconds"), "gpu": gpu,
                                "torch": torch.__version__, "rows": rows,
                                "contention": contended}, indent=2))
     print(f"wrote {out}")

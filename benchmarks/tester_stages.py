@@ -1,9 +1,9 @@
 """Per-stage latency of the tester on the honest example kernels, and the spread of repeated
 timings. Run on a GPU machine:
 
-    python benchmarks/tester_stages.py [--repeats 5] [--out-dir benchmarks/results]
+    uv run python benchmarks/tester_stages.py [--repeats 5] [--out-dir benchmarks/results]
 
-Cold builds use a fresh cache and run in parallel (as a GRPO group's would); a second prepare of
+Cold builds use a fresh cache and run in parallel (as a GRPO group's would); a second build of
 the same sources measures the cache hit. Then each candidate runs once (load, correctness,
 timing stage wall times from the child), and a few run ``--repeats`` times to show how far
 independent measurements of the same kernel drift apart. Prints a table; writes JSON.
@@ -20,16 +20,14 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
+from cudarl.config import CudarlConfig
+from cudarl.tasks import load_tasks
+from cudarl.tester import Candidate, Tester
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from cudarl.config import CudarlConfig  # noqa: E402
-from cudarl.tasks import load_tasks  # noqa: E402
-from cudarl.tester import Candidate, Tester# noqa: E402
-
 SUITE = ROOT / "cudarl" / "tasks" / "suite"
 IDS = ("vector_add", "relu", "row_sum", "softmax", "layer_norm", "matmul")
 
@@ -54,19 +52,17 @@ def main() -> int:
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=args.build_workers) as pool:
-        prepared = list(pool.map(lambda c: tester.prepare(tasks[c.task_id], c), candidates))
+        builds = list(pool.map(lambda c: tester.build(tasks[c.task_id], c), candidates))
     cold_wall = time.monotonic() - started
     rows = {}
-    for item in prepared:
+    for candidate, built in zip(candidates, builds):
+        task = tasks[candidate.task_id]
         hit_start = time.monotonic()
-        again = tester.prepare(item.task, Candidate(task_id=item.task.id, id="again", source=next(
-            c.source for c in candidates if c.task_id == item.task.id)))
+        tester.build(task, Candidate(task_id=task.id, id="again", source=candidate.source))
         hit_s = time.monotonic() - hit_start
-        if again.workdir:
-            shutil.rmtree(again.workdir, ignore_errors=True)
-        verdict = tester.run(item)
+        verdict = tester.judge(task, candidate, built)
         seconds = verdict.stage_seconds
-        rows[item.task.id] = {
+        rows[task.id] = {
             "outcome": verdict.outcome.value,
             "compile_cold_s": verdict.compile.seconds if verdict.compile else None,
             "compile_cached_s": hit_s,
@@ -99,7 +95,7 @@ def main() -> int:
                "cpus": __import__("os").cpu_count()}
     header = f"{'task':<11} {'outcome':<8} {'cold s':>7} {'hit s':>6} {'load s':>7} {'check s':>8} {'time s':>7} " \
              f"{'cand ms':>9} {'ref ms':>9} {'speedup':>8}"
-    print(f"\nmachine: {machine}\ncold builds: {len(prepared)} in parallel ({args.build_workers} workers), "
+    print(f"\nmachine: {machine}\ncold builds: {len(builds)} in parallel ({args.build_workers} workers), "
           f"{cold_wall:.1f} s wall\n{header}")
 
     def fmt(value, spec):
@@ -107,7 +103,8 @@ def main() -> int:
 
     for task_id, row in rows.items():
         print(f"{task_id:<11} {row['outcome']:<8} {fmt(row['compile_cold_s'], '7.1f')} "
-              f"{fmt(row['compile_cached_s'], '6.3f')} {fmt(row['load_s'], '7.2f')} {fmt(row['correctness_s'], '8.2f')} "
+              f"{fmt(row['compile_cached_s'], '6.3f')} {fmt(row['load_s'], '7.2f')} "
+              f"{fmt(row['correctness_s'], '8.2f')} "
               f"{fmt(row['timing_s'], '7.2f')} {fmt(row['candidate_ms'], '9.4f')} {fmt(row['reference_ms'], '9.4f')} "
               f"{fmt(row['speedup'], '8.2f')}")
     print(f"\nrepeated timing ({args.repeats} fresh processes each):")
@@ -117,7 +114,7 @@ def main() -> int:
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     out = out_dir / f"tester_stages-{stamp}-{torch.cuda.get_device_name(0).replace(' ', '_')}.json"
     out.write_text(json.dumps({"date": stamp, "machine": machine, "cold_build_wall_s": cold_wall,
                                "build_workers": args.build_workers, "stages": rows, "repeat_spread": spreads},

@@ -1,6 +1,6 @@
 """How stable are timings across fresh processes, and what moves them? Run on a GPU machine:
 
-    python benchmarks/timing_stability.py [--processes 5]
+    uv run python benchmarks/timing_stability.py [--processes 5]
 
 Each fresh process times torch.add on 2^26 floats (memory-bound) and a 2048^3 fp32 matmul
 (compute-bound) with the tester's timing function at several warm-up lengths, and with a variant
@@ -14,14 +14,13 @@ import argparse
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def child() -> None:
-    sys.path.insert(0, str(ROOT))
     import torch
 
     from cudarl.config import TimingConfig
@@ -83,7 +82,7 @@ def main() -> int:
         print(f"{key:<22} " + " ".join(f"{m:8.4f}" for m in medians) + f" {spread:8.2%}  {clocks}")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     path = out_dir / f"timing_stability-{stamp}.json"
     path.write_text(json.dumps({"date": stamp, "processes": args.processes, "summary": summary}, indent=2))
     print(f"wrote {path}")

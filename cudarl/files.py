@@ -7,10 +7,10 @@ import fcntl
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -25,14 +25,17 @@ class TesterMetrics:
         self.workers = Gauge("cudarl_tester_workers", "Workers alive or starting, per kind (compile, bench).",
                              tag_keys=("pool", "kind"))
         self.stage_seconds = Histogram("cudarl_tester_stage_seconds",
-                                       "Wall time of a stage on its worker (compile, bench), and of a whole item (item).",
+                                       "Wall time of a stage on its worker (compile, bench), "
+                                       "and of a whole item (item).",
                                        boundaries=STAGE_SECONDS_BOUNDARIES, tag_keys=("pool", "stage"))
         self.verdicts = Counter("cudarl_tester_verdicts", "Verdicts returned to callers, by outcome.",
                                 tag_keys=("pool", "outcome"))
         self.cache = Counter("cudarl_tester_cache_lookups",
-                             "Cache lookups by cache (verdict: identical candidates; compile: builds) and result (hit, miss).",
+                             "Cache lookups by cache (verdict: identical candidates; compile: builds) "
+                             "and result (hit, miss).",
                              tag_keys=("pool", "cache", "result"))
-        self.cache_hit_ratio = Gauge("cudarl_tester_cache_hit_ratio", "Hits over lookups since the pool started, per cache.",
+        self.cache_hit_ratio = Gauge("cudarl_tester_cache_hit_ratio",
+                                     "Hits over lookups since the pool started, per cache.",
                                      tag_keys=("pool", "cache"))
         self.restarts = Counter("cudarl_tester_worker_restarts",
                                 "Workers replaced after dying, hanging past a deadline or failing a health check.",

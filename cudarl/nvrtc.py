@@ -24,8 +24,8 @@ per kernel. Create kernels at module level or in ``__init__``, never per call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 _MAX_THREADS_PER_BLOCK = 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)

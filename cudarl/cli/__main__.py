@@ -1,7 +1,7 @@
 """``python -m cudarl.cli``: the same as the ``cudarl`` command."""
 
-from cudarl.cli.main import main
-
 import sys
+
+from cudarl.cli.main import main
 
 sys.exit(main())

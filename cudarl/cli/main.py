@@ -13,13 +13,13 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from cudarl.config import ConfigError, load_config
-    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
     from cudarl.cli.table import stdout_console, verdict_table
+    from cudarl.config import ConfigError, load_config
     from cudarl.tasks import TaskError, load_tasks
+    from cudarl.tasks.candidate import CandidateError
     from cudarl.tasks.loaders import select_tasks
     from cudarl.tester import Tester, load_candidates
-    from cudarl.tasks.candidate import CandidateError
+    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
     from cudarl.tester.build.toolchain import ToolchainError
 
     console = Console(stderr=True, soft_wrap=True)
@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--only", help="comma-separated task ids to evaluate (others are ignored)")
     evaluate.add_argument("--config", help="TOML config file (see `cudarl config`)")
     evaluate.add_argument("--out", default="cudarl-report.json", help="where to write the JSON report")
-    evaluate.add_argument("--compile-mode", choices=["auto", "extension", "kernel"], help="override tester.compile.mode")
+    evaluate.add_argument("--compile-mode", choices=["auto", "extension", "kernel"],
+                          help="override tester.compile.mode")
     evaluate.add_argument("--build-workers", type=int, default=2, help="candidates built at once")
     evaluate.add_argument("--address", help="judge on the tester pool of the Ray cluster at this address "
                                             "(started there if none runs; `auto`: this machine's cluster)")

@@ -17,7 +17,7 @@ def stdout_console() -> Console:
 
 
 def _first_line(text: str, width: int = 70) -> str:
-    line = next((l for l in text.splitlines() if l.strip()), "")
+    line = next((row for row in text.splitlines() if row.strip()), "")
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

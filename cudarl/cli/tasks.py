@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -74,11 +74,11 @@ def tasks_show(args: argparse.Namespace) -> int:
 
 def tasks_check(args: argparse.Namespace) -> int:
     """Judge the suite's reference solutions; with --record, write measured speedups back."""
-    from cudarl.config import load_config
-    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
     from cudarl.cli.table import stdout_console, verdict_table
+    from cudarl.config import load_config
     from cudarl.tasks.builtin import load_suite, suite_solutions
     from cudarl.tester import Tester
+    from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
 
     tasks = _filter(load_suite(), args.only, args.tier)
     pairs, _ = pair_candidates(tasks, suite_solutions({t.id for t in tasks}))
@@ -112,7 +112,7 @@ def _record(verdicts) -> int:
     from cudarl.tasks.builtin import record_measurement
     from cudarl.tasks.task import Measured
 
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     count = 0
     for verdict in verdicts:
         if verdict.timing is not None and verdict.correct:

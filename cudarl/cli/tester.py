@@ -49,7 +49,8 @@ def _serve(args: argparse.Namespace) -> int:
                 print("the pool was stopped", flush=True)
                 return 0
             workers = stats["workers"]
-            print(f"[{stats['uptime_s']:8.0f} s] compile {workers['compile']['ready']} ready/{workers['compile']['busy']} busy, "
+            print(f"[{stats['uptime_s']:8.0f} s] "
+                  f"compile {workers['compile']['ready']} ready/{workers['compile']['busy']} busy, "
                   f"bench {workers['bench']['ready']}/{workers['bench']['busy']}, queued {stats['queued']}, "
                   f"verdicts {stats['verdicts']}", flush=True)
             time.sleep(args.every)

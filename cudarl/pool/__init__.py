@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cudarl.pool.client import PoolClient, PoolError, connect_ray, find_pool, start_pool
 
 _CLIENT_NAMES = ("PoolClient", "PoolError", "connect_ray", "find_pool", "start_pool")
-__all__ = list(_CLIENT_NAMES)
+__all__ = ["PoolClient", "PoolError", "connect_ray", "find_pool", "start_pool"]
 
 
 def __getattr__(name: str):

@@ -23,29 +23,42 @@ class ItemBook:
     def __init__(self, max_queued: int, cache_size: int) -> None:
         self.inflight: dict[str, PoolItem] = {}
         self.judged: OrderedDict[str, Verdict] = OrderedDict()
-        self.room = asyncio.Semaphore(max_queued)
+        self.free = max_queued  # room for new items
         self.cache_size = cache_size
         self.waiting = 0  # submissions waiting for room
+        self._wakeups: list[asyncio.Future] = []
 
     async def claim(self, key: str, start: Callable[[], PoolItem]) -> tuple[PoolItem | None, Verdict | None, bool]:
         """(item to await, None, started) for ``key``, or (None, judged verdict, False). ``start()``
-        makes the item when neither exists, once there is room; ``started`` says this call made it."""
-        item = self.inflight.get(key)
-        if item is None and key not in self.judged:
+        makes the item when neither exists, once there is room; ``started`` says this call made it.
+        A claim waiting for room joins an identical item as soon as one starts (it needs no room of
+        its own), so a duplicate never waits behind unrelated work."""
+        while True:
+            item = self.inflight.get(key)
+            if item is not None:
+                return item, None, False
+            if key in self.judged:
+                self.judged.move_to_end(key)
+                return None, self.judged[key], False
+            if self.free > 0:
+                self.free -= 1
+                item = self.inflight[key] = start()
+                self._wake()
+                return item, None, True
+            wakeup = asyncio.get_running_loop().create_future()
+            self._wakeups.append(wakeup)
             self.waiting += 1
             try:
-                await self.room.acquire()
+                await wakeup
             finally:
                 self.waiting -= 1
-            item = self.inflight.get(key)  # another caller may have started or finished it meanwhile
-            if item is None and key not in self.judged:
-                item = self.inflight[key] = start()
-                return item, None, True
-            self.room.release()
-        if item is None:
-            self.judged.move_to_end(key)
-            return None, self.judged[key], False
-        return item, None, False
+
+    def _wake(self) -> None:
+        """Every waiting claim looks again (room freed, or an item started that one may join)."""
+        wakeups, self._wakeups = self._wakeups, []
+        for wakeup in wakeups:
+            if not wakeup.done():
+                wakeup.set_result(None)
 
     def close(self, item: PoolItem, verdict: Verdict, cacheable: bool) -> bool:
         """Resolve ``item`` with ``verdict`` exactly once (False when it already was), free its
@@ -58,11 +71,12 @@ class ItemBook:
             item.expiry.cancel()
         if self.inflight.get(item.key) is item:
             del self.inflight[item.key]
-        self.room.release()
+        self.free += 1
         if cacheable and self.cache_size:
             self.judged[item.key] = verdict
             while len(self.judged) > self.cache_size:
                 self.judged.popitem(last=False)
+        self._wake()
         return True
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from cudarl.config import CudarlConfig
-from cudarl.tasks.task import Task
 from cudarl.tasks.candidate import Candidate
+from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Verdict
 
 

@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 from cudarl.files import write_text_atomic
+from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.loaders import load_tasks
 from cudarl.tasks.task import Measured, Task
-from cudarl.tasks.candidate import Candidate
 
 SUITE_DIR = Path(__file__).resolve().parent / "suite"
 SOLUTIONS_DIR = SUITE_DIR / "solutions"

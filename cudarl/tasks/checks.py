@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from cudarl.tasks.task import Task
 from cudarl.files import import_source
+from cudarl.tasks.task import Task
 
 SMALL_OUTPUT = 1 << 16
 PASS_SHARE_LIMIT = 0.99  # a trivial output passing on this share of elements is "passing"

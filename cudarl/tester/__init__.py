@@ -73,7 +73,8 @@ _HOMES = {"Candidate": "cudarl.tasks.candidate", "load_candidates": "cudarl.task
           "Built": "cudarl.tester.built", "Tester": "cudarl.tester.tester", "Outcome": "cudarl.tester.verdict",
           "Stage": "cudarl.tester.verdict", "Verdict": "cudarl.tester.verdict"}
 
-__all__ = sorted(_HOMES)
+__all__ = ["Built", "Candidate", "Outcome", "Stage", "Tester", "Verdict", "load_candidates"]
+assert sorted(__all__) == sorted(_HOMES)
 
 
 def __getattr__(name: str):

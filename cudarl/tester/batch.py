@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import platform
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from cudarl.files import write_text_atomic
-from cudarl.tasks.task import Task
 from cudarl.tasks.candidate import Candidate
+from cudarl.tasks.task import Task
 from cudarl.tester.tester import Tester
 from cudarl.tester.verdict import Verdict
 
@@ -54,7 +54,7 @@ def evaluate_all(tester: Tester, pairs: list[tuple[Task, Candidate]], build_work
 def build_report(tester: Tester, verdicts: list[Verdict]) -> dict:
     toolchain = tester.toolchain
     return {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"host": platform.node(), "gpu": tester.has_gpu, "arch": f"sm_{tester.arch}",
                     "compile_mode": tester.mode, "nvcc": toolchain.nvcc_version, "torch": toolchain.torch_version},
         "summary": dict(Counter(v.outcome.value for v in verdicts)),

@@ -19,8 +19,16 @@ from cudarl.tester.build.compile import cuda_cflags
 from cudarl.tester.judging.records import JudgeJob
 from cudarl.tester.judging.reference_timing import ReferenceTimingFailed
 from cudarl.tester.sandbox.parent import ChildOutcome
-from cudarl.tester.verdict import (CorrectnessReport, HardeningReport, Outcome, SandboxReport, Stage, TimingReport,
-                                   TimingStats, Verdict)
+from cudarl.tester.verdict import (
+    CorrectnessReport,
+    HardeningReport,
+    Outcome,
+    SandboxReport,
+    Stage,
+    TimingReport,
+    TimingStats,
+    Verdict,
+)
 
 NO_GPU = "no CUDA GPU on this machine"
 

@@ -30,8 +30,16 @@ from cudarl.tasks.task import Task
 from cudarl.tester import judgement
 from cudarl.tester.build import compile_child
 from cudarl.tester.build.artifact import ArtifactError, install_artifact, installed
-from cudarl.tester.build.compile import (CompileCache, CompileOutcome, KernelModeUnsupported, compile_extension,
-                                         compile_kernels, compile_limits, compile_nvrtc, cuda_cflags)
+from cudarl.tester.build.compile import (
+    CompileCache,
+    CompileOutcome,
+    KernelModeUnsupported,
+    compile_extension,
+    compile_kernels,
+    compile_limits,
+    compile_nvrtc,
+    cuda_cflags,
+)
 from cudarl.tester.build.guard import inspect_source
 from cudarl.tester.build.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
 from cudarl.tester.built import Built
@@ -72,7 +80,8 @@ class Tester:
         self._pch_lock = threading.Lock()
         self._pch_checked = False
         # Compile children that have imported torch before their job (started at the first build).
-        self._warm_compile = (WarmChildren(compile_child.__name__, compile_limits(self.config.compile, self.config.sandbox),
+        self._warm_compile = (WarmChildren(compile_child.__name__,
+                                           compile_limits(self.config.compile, self.config.sandbox),
                                            self.scratch, self.config.compile.warm_children)
                               if self.mode == "extension" and self.config.compile.warm_children > 0 else None)
         self.pch_status = "not needed yet"

@@ -183,5 +183,5 @@ class Verdict(BaseModel):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str) -> "Verdict":
+    def from_json(cls, text: str) -> Verdict:
         return cls.model_validate_json(text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,7 +61,4 @@ def prebuilt(gpu_tester, tasks) -> None:
     candidates = [source_of(t, "honest") for t in HONEST]
     candidates += [source_of(p.parent.name, p.stem) for p in HOSTILE]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        prepared = list(pool.map(lambda c: gpu_tester.prepare(tasks[c.task_id], c), candidates))
-    for item in prepared:
-        if item.workdir is not None:
-            shutil.rmtree(item.workdir, ignore_errors=True)
+        list(pool.map(lambda c: gpu_tester.build(tasks[c.task_id], c), candidates))

@@ -25,17 +25,18 @@ def fast_tester(tmp_path_factory) -> Tester:
 def test_fast_inline_build_passes_and_is_not_rebuilt_by_the_runner(fast_tester, task_id):
     task = {t.id: t for t in load_suite()}[task_id]
     solution = suite_solutions({task_id})[0]
-    prepared = fast_tester.prepare(task, solution)
-    assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
-    build_root = fast_tester.cache.build_root(prepared.verdict.compile.cache_key)
+    built = fast_tester.build(task, solution)
+    assert built.ready, built.verdict.reasons
+    build_root = fast_tester.cache.build_root(built.cache_key)
     logs = list(build_root.rglob(".ninja_log"))
     assert logs
     for log in logs:
         assert (log.parent / LIGHT_HEADER).exists() and not (log.parent / UNTRIMMED_MARKER).exists()
         assert "nvcc_split.py" in (log.parent / "build.ninja").read_text()
     before = {log: log.read_text() for log in logs}
-    verdict = fast_tester.run(prepared)
+    verdict = fast_tester.judge(task, solution, built)
     assert verdict.outcome == Outcome.PASSED, verdict.reasons
     assert {log: log.read_text() for log in logs} == before, "the runner rebuilt the extension"
-    print(f"{task_id}: compile {verdict.stage_seconds['compile']:.1f} s (pch {verdict.stage_seconds.get('pch', 0):.1f} s), "
+    print(f"{task_id}: compile {verdict.stage_seconds['compile']:.1f} s "
+          f"(pch {verdict.stage_seconds.get('pch', 0):.1f} s), "
           f"load {verdict.stage_seconds.get('load (candidate)', 0):.2f} s, pch: {fast_tester.pch_status}")

@@ -3,7 +3,6 @@ and timed on a real GPU. This is what ``cudarl tasks check`` runs; builds go 16 
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -23,10 +22,7 @@ def built_suite(gpu_tester, request) -> None:
     selected = [item.callspec.params["solution"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        prepared = list(pool.map(lambda s: gpu_tester.prepare(TASKS[s.task_id], s), selected))
-    for item in prepared:
-        if item.workdir is not None:
-            shutil.rmtree(item.workdir, ignore_errors=True)
+        list(pool.map(lambda s: gpu_tester.build(TASKS[s.task_id], s), selected))
 
 
 @pytest.mark.slow

@@ -85,9 +85,10 @@ def test_a_groups_judges_at_once_share_one_reference_timing(gpu_tester, tasks, p
     """Four candidates of one task judged side by side (a GRPO group in a bench worker's slots):
     one reference measurement, the same reference figures in every verdict, speedups from it."""
     tester = Tester(gpu_tester.config, cache_root=gpu_tester.cache.root.parent)
-    prepared = [tester.prepare(tasks["softmax"], source_of("softmax", "honest")) for _ in range(4)]
+    candidates = [source_of("softmax", "honest") for _ in range(4)]
+    builds = [tester.build(tasks["softmax"], c) for c in candidates]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        verdicts = list(pool.map(tester.run, prepared))
+        verdicts = list(pool.map(lambda c, b: tester.judge(tasks["softmax"], c, b), candidates, builds))
     assert all(v.outcome == Outcome.PASSED for v in verdicts), [v.reasons for v in verdicts]
     assert tester.references.measured == 1
     assert len({v.timing.reference.median_ms for v in verdicts}) == 1
@@ -104,9 +105,10 @@ def test_candidates_judged_at_once_on_one_gpu_take_turns(gpu_tester, tasks, preb
     tester = Tester(gpu_tester.config.model_copy(update={"timing": gpu_tester.config.timing.model_copy(
         update={"gpu_turns": turns, "reference_reuse_s": 0.0})}), cache_root=gpu_tester.cache.root.parent)
     ids = ["vector_add", "softmax", "matmul"]
-    prepared = [tester.prepare(tasks[t], source_of(t, "honest")) for t in ids]
+    candidates = [source_of(t, "honest") for t in ids]
+    builds = [tester.build(tasks[c.task_id], c) for c in candidates]
     with ThreadPoolExecutor(max_workers=3) as pool:
-        verdicts = list(pool.map(tester.run, prepared))
+        verdicts = list(pool.map(lambda c, b: tester.judge(tasks[c.task_id], c, b), candidates, builds))
     for task_id, verdict in zip(ids, verdicts):
         assert verdict.outcome == Outcome.PASSED, (task_id, verdict.reasons)
         print(task_id, turns, {k: round(v, 2) for k, v in verdict.stage_seconds.items()})

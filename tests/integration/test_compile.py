@@ -25,14 +25,13 @@ def tasks():
 
 def test_example_candidate_compiles_with_a_resource_report(tester, tasks):
     source = (SOLUTIONS / "vector_add.py").read_text()
-    prepared = tester.prepare(tasks["vector_add"], Candidate(task_id="vector_add", id="honest", source=source))
-    verdict = prepared.verdict
-    assert prepared.compiled is not None and prepared.compiled.ok, verdict.reasons
+    built = tester.build(tasks["vector_add"], Candidate(task_id="vector_add", id="honest", source=source))
+    verdict = built.verdict
+    assert built.ready, verdict.reasons
     report = verdict.compile
     assert report.mode == "kernel" and report.arch == "sm_90" and report.kernels
     assert all(k.registers > 0 and k.arch == "sm_90" for k in report.kernels)
     assert all("(" in k.name for k in report.kernels)  # demangled signatures
-    tester.run(prepared)  # cleans the work folder
 
 
 def test_compile_error_comes_back_trimmed_and_readable(tester, tasks):
@@ -50,16 +49,15 @@ def test_same_source_is_never_built_twice(tester):
 
     task = Task(id="add", source=TASK)
     source = candidate("# cache probe")
-    first = tester.prepare(task, Candidate(task_id="add", id="a", source=source))
+    first = tester.build(task, Candidate(task_id="add", id="a", source=source))
     started = time.monotonic()
-    second = tester.prepare(task, Candidate(task_id="add", id="b", source=source))
+    second = tester.build(task, Candidate(task_id="add", id="b", source=source))
     assert not first.verdict.compile.cached and second.verdict.compile.cached
     assert second.verdict.compile.cache_key == first.verdict.compile.cache_key
     assert time.monotonic() - started < 1.0
-    changed = tester.prepare(task, Candidate(task_id="add", id="c", source=source + "\n# edit"))
+    changed = tester.build(task, Candidate(task_id="add", id="c", source=source + "\n# edit"))
     assert not changed.verdict.compile.cached
-    for prepared in (first, second, changed):
-        tester.run(prepared)
+    assert not list(tester.scratch.glob("build-*"))  # a build leaves no work folder behind
 
 
 def test_guard_failures_never_reach_the_compiler(tester, tasks):

@@ -43,18 +43,19 @@ def _tester(cache_root, **compile_settings) -> Tester:
 def test_nvrtc_candidates_compile_without_torch_in_the_child_and_hit_the_cache(tmp_path, tasks):
     tester = _tester(tmp_path)
     for solution in suite_solutions(form="nvrtc"):
-        first = tester.prepare(tasks[solution.task_id], solution)
-        assert first.compiled is not None and first.compiled.ok, first.verdict.reasons
+        first = tester.build(tasks[solution.task_id], solution)
+        assert first.ready, first.verdict.reasons
         report = first.verdict.compile
         assert report.mode == "nvrtc" and not report.cached and report.kernels[0].registers > 0
-        again = tester.prepare(tasks[solution.task_id], solution)
+        again = tester.build(tasks[solution.task_id], solution)
         assert again.verdict.compile.cached and again.verdict.compile.cache_key == report.cache_key
 
 
 @needs_nvrtc
 def test_an_nvrtc_compile_error_is_nvrtcs_own_message(tmp_path, tasks):
     honest = suite_solutions({"relu"}, form="nvrtc")[0]
-    broken = Candidate(task_id="relu", id="relu/broken", source=honest.source.replace("fmaxf(x[i], 0.0f)", "fmaxf(x[i])"))
+    broken = Candidate(task_id="relu", id="relu/broken",
+                       source=honest.source.replace("fmaxf(x[i], 0.0f)", "fmaxf(x[i])"))
     verdict = _tester(tmp_path).evaluate(tasks["relu"], broken)
     assert verdict.outcome == Outcome.COMPILE_ERROR
     assert "relu.cu(" in verdict.reasons[0] and "error" in verdict.reasons[0]
@@ -66,8 +67,8 @@ def test_the_cache_key_changes_with_arch_and_flags_only(tmp_path, tasks):
     keys = {}
     for label, settings in {"base": {}, "same": {}, "arch": {"arch": "80"},
                             "flags": {"extra_cuda_cflags": ("-O2",)}}.items():
-        prepared = _tester(tmp_path, **settings).prepare(tasks["vector_add"], solution)
-        keys[label] = (prepared.verdict.compile.cache_key, prepared.verdict.compile.cached)
+        built = _tester(tmp_path, **settings).build(tasks["vector_add"], solution)
+        keys[label] = (built.verdict.compile.cache_key, built.verdict.compile.cached)
     assert keys["same"] == (keys["base"][0], True)
     assert keys["arch"][0] != keys["base"][0] and not keys["arch"][1]
     assert keys["flags"][0] != keys["base"][0] and not keys["flags"][1]
@@ -81,7 +82,7 @@ def test_concurrent_builds_of_one_candidate_share_one_build(tmp_path, tasks):
 
     def build() -> None:
         try:
-            results.append(tester.prepare(tasks["softmax"], solution))
+            results.append(tester.build(tasks["softmax"], solution))
         except Exception as exc:  # noqa: BLE001 - any exception is the failure this test looks for
             errors.append(exc)
 
@@ -91,7 +92,7 @@ def test_concurrent_builds_of_one_candidate_share_one_build(tmp_path, tasks):
     for thread in threads:
         thread.join()
     assert not errors
-    assert all(p.compiled.ok for p in results) and len({p.verdict.compile.cache_key for p in results}) == 1
+    assert all(p.ready for p in results) and len({p.verdict.compile.cache_key for p in results}) == 1
     assert sum(not p.verdict.compile.cached for p in results) == 1
 
 
@@ -122,7 +123,8 @@ def testlight_arguments_write_out_what_load_inline_would_add():
     header, arguments = light_arguments({"cuda_sources": source, "cpp_sources": "torch::Tensor f(torch::Tensor x);"})
     assert "ATen/core/Tensor.h" in header
     assert arguments["no_implicit_headers"] is True
-    assert arguments["cuda_sources"] == [f'#include "{LIGHT_HEADER}"', "#include <cuda.h>", "#include <cuda_runtime.h>", source]
+    assert arguments["cuda_sources"] == [f'#include "{LIGHT_HEADER}"', "#include <cuda.h>",
+                                         "#include <cuda_runtime.h>", source]
     assert arguments["cpp_sources"] == ["#include <torch/extension.h>", "torch::Tensor f(torch::Tensor x);"]
     # A candidate that leaves the implicit headers out itself keeps its own lines.
     own = '#include <torch/extension.h>\n' + source
@@ -167,9 +169,12 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
     if torch.version.cuda is None:
         pytest.skip("a full extension build needs a CUDA build of torch; this torch is CPU-only")
     tester = Tester(make_tester_config(compile={"mode": "extension", "precompiled_header": False}), cache_root=tmp_path)
-    prepared = tester.prepare(tasks["relu"], Candidate(task_id="relu", id="relu/fallback", source=FALLBACK))
-    assert prepared.compiled is not None and prepared.compiled.ok, prepared.verdict.reasons
-    build_root = tester.cache.build_root(prepared.verdict.compile.cache_key)
+    built = tester.build(tasks["relu"], Candidate(task_id="relu", id="relu/fallback", source=FALLBACK))
+    assert built.ready, built.verdict.reasons
+    build_root = tester.cache.build_root(built.cache_key)
+    workdir = tmp_path / "judge"
+    workdir.mkdir()
+    (workdir / "candidate.py").write_text(FALLBACK)
     assert (build_root / "cudarl_trim_fallback" / UNTRIMMED_MARKER).exists()
     # A new process with the runner's hook (same options) finds the build done: no rebuild.
     before = (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text()
@@ -181,8 +186,8 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
         "install_load_inline_hook(Path(job['build_root']), job['arch'], job['cuda_cflags'], job['jobs'],"
         " stub=False, fast=job['inline_fast'])\n"
         "import_source(Path(job['candidate_path']), 'candidate')\n")
-    job = judge_job(tester.config, prepared.workdir, build_root, tester.arch, 1e-4, 1e-4, {}, [],
-                    inline_fast=tester.inline_fast)
+    job = judge_job(tester.config, workdir, build_root, tester.arch, 1e-4, 1e-4, {}, [],
+                    inline_fast=tester.inline_fast).to_wire()
     done = subprocess.run([sys.executable, "-c", loader, json.dumps(job)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (build_root / "cudarl_trim_fallback" / ".ninja_log").read_text() == before

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from cudarl import config as settings
-from cudarl.tester.sandbox.parent import ChildLimits, ChildOutcome, run_child
 from cudarl.tester.judgement import judge_job
+from cudarl.tester.judging import judge
+from cudarl.tester.sandbox.parent import ChildLimits, ChildOutcome, run_child
 
 TASK = '''
 import torch
@@ -95,7 +96,7 @@ def evaluate(tmp_path: Path, candidate: str, hidden: dict | None = None) -> dict
     (tmp_path / "candidate.py").write_text(candidate)
     config = settings.TesterConfig()
     job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, hidden or {}, [], cpu_correctness=True)
-    child = run_child("cudarl.tester.judging.judge", job, ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
+    child = run_child(judge.__name__, job.to_wire(), ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
                       key=secrets.token_bytes(32))
     result = child.last("result")
     assert result is not None, child.stderr
@@ -132,7 +133,8 @@ def test_candidate_that_writes_into_its_inputs_is_incorrect(tmp_path):
     (THREAD, "rejected", "[thread]"),
     (EXITS, "crashed", "exited with code 0 without answering"),
     (FORGES_REPLY, "rejected", "[channel]"),
-    (PATCHES_HARNESS, "rejected", "[patched] the candidate replaced cudarl.tester.judging.correctness.check_plain_tensor"),
+    (PATCHES_HARNESS, "rejected",
+     "[patched] the candidate replaced cudarl.tester.judging.correctness.check_plain_tensor"),
 ], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply", "patches-harness"])
 def test_runtime_defenses_name_the_trick(tmp_path, source, outcome, words):
     result = evaluate(tmp_path, source)
@@ -171,7 +173,7 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
     (tmp_path / "reference.py").write_text(TASK)
     (tmp_path / "candidate.py").write_text(FORK_BOMB)
     job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, {}, [], cpu_correctness=True)
-    child = run_child("cudarl.tester.judging.judge", job, ChildLimits.from_config(config.sandbox), cwd=tmp_path,
+    child = run_child(judge.__name__, job.to_wire(), ChildLimits.from_config(config.sandbox), cwd=tmp_path,
                       key=secrets.token_bytes(32))
     assert child.processes_exceeded and child.last("result") is None
 

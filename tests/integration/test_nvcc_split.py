@@ -23,7 +23,8 @@ SOURCES = {
           "void launch(float* x) { k<<<1, 32>>>(x); }\n",
     "warning": "#include <cuda_runtime.h>\n#warning seen by both preprocessors\n"
                "__global__ void k(float* x) { x[0] = 1.f; }\n",
-    "host_error": "#include <cuda_runtime.h>\nvoid f() { this is not C++; }\n__global__ void k(float* x) { x[0] = 1.f; }\n",
+    "host_error": "#include <cuda_runtime.h>\nvoid f() { this is not C++; }\n"
+                  "__global__ void k(float* x) { x[0] = 1.f; }\n",
     "device_error": "#include <cuda_runtime.h>\nint host_only() { return 1; }\n"
                     "__global__ void k(float* x) { x[0] = host_only(); }\n",
 }
@@ -36,7 +37,8 @@ def compile_both(tmp_path: Path, name: str, extra: list[str] | None = None) -> t
     results = []
     for label, prefix in (("split", nvcc_split.command(NVCC).split()), ("plain", [NVCC])):
         obj = tmp_path / f"{name}.{label}.o"
-        done = subprocess.run([*prefix, "-MD", "-MF", f"{obj}.d", *FLAGS, *(extra or []), "-c", source.name, "-o", obj.name],
+        done = subprocess.run([*prefix, "-MD", "-MF", f"{obj}.d", *FLAGS, *(extra or []),
+                               "-c", source.name, "-o", obj.name],
                               capture_output=True, text=True, cwd=tmp_path, timeout=300)
         results.append({"rc": done.returncode, "out": _steady(done.stdout), "err": _steady(done.stderr), "obj": obj})
     return results[0], results[1]

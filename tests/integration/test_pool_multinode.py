@@ -15,7 +15,8 @@ second GPU node (2 GPUs, 1 CPU) raises the bound to 3 and two more workers start
 GPU alone), each pinned to one GPU of its node (``CUDA_VISIBLE_DEVICES``); a candidate submitted
 afterwards is compiled on the head and loaded on a GPU node, one verdict.
 Not covered: real GPUs (the GPUs are Ray resources only: torch on those nodes sees no CUDA, so
-bench workers report ``has_gpu`` false, run the load stage only and the verdict is ``compiled``), the build travelling as an artifact between machines
+bench workers report ``has_gpu`` false, run the load stage only and the verdict is ``compiled``),
+the build travelling as an artifact between machines
 (the nodes share this machine's compile cache, so the bench worker finds the build installed),
 nodes leaving (tests/integration/test_tester_pool.py kills workers, not nodes).
 """
@@ -31,8 +32,8 @@ import pytest
 
 from cudarl.config import CudarlConfig
 from cudarl.pool import PoolClient
-from cudarl.tasks.task import Task
 from cudarl.tasks.candidate import Candidate
+from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
 from tests.fixtures.tiny import TASK, candidate
 

@@ -19,8 +19,8 @@ from collections import Counter
 import pytest
 
 from cudarl.config import CudarlConfig
-from cudarl.tasks.task import Task
 from cudarl.tasks.candidate import Candidate
+from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
 from tests.fixtures.tiny import TASK, candidate
 
@@ -115,7 +115,8 @@ def test_200_submissions_with_duplicates_and_failures_resolve_exactly_once(local
         assert verdict.outcome == want[expected[verdict.candidate_id]], (verdict.candidate_id, verdict.reasons)
     by_source = {}
     for verdict, c in zip(verdicts, candidates):
-        by_source.setdefault(c.source, set()).add((verdict.outcome, verdict.compile.cache_key if verdict.compile else None))
+        by_source.setdefault(c.source, set()).add((verdict.outcome,
+                                                   verdict.compile.cache_key if verdict.compile else None))
     assert all(len(outcomes) == 1 for outcomes in by_source.values())  # duplicates share one judgement
     assert sum(not v.shared for v in verdicts) == 19  # judged once per distinct source
     assert max(waiting_seen) > 0  # backpressure: submissions waited for room

@@ -12,14 +12,16 @@ from dataclasses import replace
 import psutil
 
 from cudarl.config import CudarlConfig
+from cudarl.tester.build import compile_child
 from cudarl.tester.build.compile import compile_limits
 from cudarl.tester.sandbox.parent import ChildLimits, WarmChildren, run_child
 
+COMPILE_CHILD = compile_child.__name__
 LIMITS = ChildLimits(timeout_s=60.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
 
 
 def test_a_job_in_a_warm_child_gets_its_verdict(tmp_path):
-    pool = WarmChildren("cudarl.tester.build.compile_child", LIMITS, tmp_path / "scratch")
+    pool = WarmChildren(COMPILE_CHILD, LIMITS, tmp_path / "scratch")
     try:
         pool.prime()
         time.sleep(1.0)
@@ -29,7 +31,7 @@ def test_a_job_in_a_warm_child_gets_its_verdict(tmp_path):
         workdir = tmp_path / "job"
         workdir.mkdir()
         started = time.monotonic()
-        outcome = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, LIMITS, cwd=workdir, started=child)
+        outcome = run_child(COMPILE_CHILD, {"kind": "unknown"}, LIMITS, cwd=workdir, started=child)
         assert outcome.last("hello")["pid"] == child.process.pid
         result = outcome.last("result")
         assert result["outcome"] == "harness_error" and "unknown job kind" in result["reasons"][0]
@@ -55,26 +57,26 @@ def wait_until_idle(pid: int, timeout_s: float = 120.0) -> None:
 
 def test_the_time_limit_counts_from_the_job_not_the_start(tmp_path):
     short = ChildLimits(timeout_s=3.0, memory_limit_mb=8192, isolate_network=False, isolate_pids=False)
-    pool = WarmChildren("cudarl.tester.build.compile_child", short, tmp_path)
+    pool = WarmChildren(COMPILE_CHILD, short, tmp_path)
     try:
         pool.prime()
         time.sleep(4.0)  # longer than the limit, before any job
         child = pool.take()
         wait_until_idle(child.process.pid)  # its imports done: what remains is the job's own time
-        outcome = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, short, cwd=tmp_path, started=child)
+        outcome = run_child(COMPILE_CHILD, {"kind": "unknown"}, short, cwd=tmp_path, started=child)
         assert not outcome.timed_out and outcome.last("result")["outcome"] == "harness_error"
     finally:
         pool.close()
 
 
 def test_a_dead_warm_child_is_replaced_by_a_cold_one(tmp_path):
-    pool = WarmChildren("cudarl.tester.build.compile_child", LIMITS, tmp_path)
+    pool = WarmChildren(COMPILE_CHILD, LIMITS, tmp_path)
     try:
         pool.prime()
         child = pool.take()
         child.process.kill()
         child.process.wait()
-        outcome = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, LIMITS, cwd=tmp_path, started=child)
+        outcome = run_child(COMPILE_CHILD, {"kind": "unknown"}, LIMITS, cwd=tmp_path, started=child)
         assert outcome.last("hello")["pid"] != child.process.pid
         assert outcome.last("result")["outcome"] == "harness_error"
         waiting = list(pool._ready)
@@ -86,11 +88,11 @@ def test_a_dead_warm_child_is_replaced_by_a_cold_one(tmp_path):
 
 def cold_and_warm(limits: ChildLimits, cwd):
     """The same job (an unknown kind: hello, then a harness_error) in a cold child and a warm one."""
-    cold = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, limits, cwd=cwd)
-    pool = WarmChildren("cudarl.tester.build.compile_child", limits, cwd)
+    cold = run_child(COMPILE_CHILD, {"kind": "unknown"}, limits, cwd=cwd)
+    pool = WarmChildren(COMPILE_CHILD, limits, cwd)
     try:
         pool.prime()
-        warm = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, limits, cwd=cwd, started=pool.take())
+        warm = run_child(COMPILE_CHILD, {"kind": "unknown"}, limits, cwd=cwd, started=pool.take())
     finally:
         pool.close()
     return cold, warm
@@ -130,5 +132,5 @@ def test_build_children_run_at_the_compile_priority_warm_or_cold(tmp_path):
     assert cold.last("hello")["nice"] == warm.last("hello")["nice"] == expected
     if _autogroups():  # sessions are scheduled as groups: the build's session is niced too
         assert cold.last("hello")["group_nice"] == warm.last("hello")["group_nice"] == 7
-    plain = run_child("cudarl.tester.build.compile_child", {"kind": "unknown"}, LIMITS, cwd=tmp_path)
+    plain = run_child(COMPILE_CHILD, {"kind": "unknown"}, LIMITS, cwd=tmp_path)
     assert plain.last("hello")["nice"] == os.getpriority(os.PRIO_PROCESS, 0)

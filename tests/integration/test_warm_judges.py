@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 
 from cudarl import config as settings
-from cudarl.tester.sandbox.parent import ChildLimits, WarmChildren, run_child
 from cudarl.tester.judgement import judge_job
+from cudarl.tester.judging import judge
+from cudarl.tester.sandbox.parent import ChildLimits, WarmChildren, run_child
 from tests.integration.test_judge_runner import ESCAPES, GOOD, TASK
 from tests.integration.test_warm_children import wait_until_idle
 
@@ -26,13 +27,12 @@ def judge_in(pool: WarmChildren, workdir: Path, candidate: str, **job_fields) ->
     (workdir / "reference.py").write_text(TASK)
     (workdir / "candidate.py").write_text(candidate)
     job = judge_job(settings.TesterConfig(), workdir, workdir / "build", "90", 1e-4, 1e-4, {}, [],
-                    cpu_correctness=True)
-    job.update(job_fields)
+                    cpu_correctness=True).with_changes(**job_fields)
     pool.prime()
     child = pool.take()
     assert child is not None
     wait_until_idle(child.process.pid)
-    outcome = run_child("cudarl.tester.judging.judge", job, pool.limits, cwd=workdir, key=secrets.token_bytes(32),
+    outcome = run_child(judge.__name__, job.to_wire(), pool.limits, cwd=workdir, key=secrets.token_bytes(32),
                         started=child)
     result = outcome.last("result")
     assert result is not None, outcome.stderr
@@ -43,7 +43,7 @@ def judge_in(pool: WarmChildren, workdir: Path, candidate: str, **job_fields) ->
 def test_warm_judges_judge_like_cold_ones(tmp_path):
     """One pool for three jobs (each warm judge costs a torch import on a small machine)."""
     limits = ChildLimits.from_config(settings.SandboxConfig())
-    pool = WarmChildren("cudarl.tester.judging.judge", limits, tmp_path / "scratch", 1, ("--warm-runner", "--warm-profiler"))
+    pool = WarmChildren(judge.__name__, limits, tmp_path / "scratch", 1, ("--warm-runner", "--warm-profiler"))
     try:
         result = judge_in(pool, tmp_path / "job", WRITES_HERE)
         other_settings = judge_in(pool, tmp_path / "other", GOOD, own_kernel_check=False)

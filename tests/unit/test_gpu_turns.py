@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cudarl.config import CudarlConfig
-from cudarl.tester.judging.gpu_turns import GpuTurns
 from cudarl.pool.records import bench_config
+from cudarl.tester.judging.gpu_turns import GpuTurns
 
 _HOLDER = """
 import json, sys, time

@@ -15,12 +15,12 @@ import tarfile
 
 import pytest
 
-from cudarl.tasks.task import Task
-from cudarl.tasks.candidate import Candidate
-from cudarl.tester.build.compile import CompileCache
-from cudarl.pool.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, pool_targets, scale_target
 from cudarl.pool.records import judgement_key
+from cudarl.pool.scaling import Bounds, KindLoad, bench_bounds, compile_bounds, pool_targets, scale_target
+from cudarl.tasks.candidate import Candidate
+from cudarl.tasks.task import Task
 from cudarl.tester.build.artifact import ArtifactError, install_artifact, pack_artifact
+from cudarl.tester.build.compile import CompileCache
 from cudarl.tester.verdict import CompileReport, Outcome, Stage, Verdict
 
 KEY = "0123456789abcdef0123456789abcdef"

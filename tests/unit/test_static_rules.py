@@ -54,7 +54,8 @@ def test_results_kept_across_calls_are_refused(forward, tag):
 
 
 def test_a_cache_in_a_module_level_container_is_refused():
-    reasons = reasons_of("CACHE = {}", "        CACHE[a.data_ptr()] = ext.add(a, b)\n        return CACHE[a.data_ptr()]")
+    reasons = reasons_of("CACHE = {}",
+                         "        CACHE[a.data_ptr()] = ext.add(a, b)\n        return CACHE[a.data_ptr()]")
     assert any(r.startswith("[cache]") for r in reasons), reasons
 
 

@@ -6,8 +6,16 @@ import pytest
 
 from cudarl.config import ConfigError, CudarlConfig, describe_defaults, load_config
 from cudarl.tester.judging.timing import summarize
-from cudarl.tester.verdict import (CompileReport, CorrectnessReport, KernelResources, Outcome, Stage,
-                                   TimingReport, TrialFailure, Verdict)
+from cudarl.tester.verdict import (
+    CompileReport,
+    CorrectnessReport,
+    KernelResources,
+    Outcome,
+    Stage,
+    TimingReport,
+    TrialFailure,
+    Verdict,
+)
 
 
 def full_verdict() -> Verdict:

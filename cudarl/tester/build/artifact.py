@@ -51,7 +51,8 @@ def pack_artifact(entry: Path) -> bytes:
     return buffer.getvalue()
 
 
-def install_artifact(cache: CompileCache, key: str, data: bytes, report: CompileReport, sha256: str | None = None) -> None:
+def install_artifact(cache: CompileCache, key: str, data: bytes, report: CompileReport,
+                     sha256: str | None = None) -> None:
     """Unpack an artifact as the cache entry ``key`` (under its lock; a finished entry is kept).
     ``sha256`` is the packer's digest: tar reads an archive cut between two members as complete.
     The compile report (``report``) is written last, so a half-unpacked entry never looks done."""

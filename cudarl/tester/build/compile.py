@@ -27,8 +27,8 @@ from cudarl.tester.build import compile_child
 from cudarl.tester.build.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.build.guard import InlineBuild
 from cudarl.tester.build.loading import safe_name
-from cudarl.tester.sandbox.parent import ChildLimits, StartedChild, run_child
 from cudarl.tester.build.toolchain import Toolchain, torch_include_flags
+from cudarl.tester.sandbox.parent import ChildLimits, StartedChild, run_child
 from cudarl.tester.verdict import CompileReport
 
 # Flags torch's extension builder passes to nvcc; kernel mode uses them too, so that a kernel
@@ -161,7 +161,8 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
     elif child.processes_exceeded:
         errors = f"the candidate's import started more than {sandbox.max_processes} processes; killed"
     elif result is None:
-        errors = f"build process died ({child.signal_name or f'exit code {child.exit_code}'})\n" + trim_errors(log, config.error_lines)
+        errors = (f"build process died ({child.signal_name or f'exit code {child.exit_code}'})\n"
+                  + trim_errors(log, config.error_lines))
     elif not ok:
         errors = trim_errors(log + "\n" + "\n".join(result.get("reasons", [])), config.error_lines)
     else:

@@ -70,7 +70,7 @@ def trim_errors(log: str, max_lines: int = 40) -> str:
             continue
         lines.append(line)
     # Prefer the block from the first error on; keep everything if no line says "error".
-    first = next((i for i, l in enumerate(lines) if re.search(r"\berror\b", l, re.I)), 0)
+    first = next((i for i, text in enumerate(lines) if re.search(r"\berror\b", text, re.I)), 0)
     kept = lines[first:first + max_lines]
     if len(lines) - first > max_lines:
         kept.append(f"[... {len(lines) - first - max_lines} more lines]")

@@ -43,7 +43,6 @@ loading it is most of that file's build; the CUDA file is the longer one today).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import re

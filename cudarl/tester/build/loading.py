@@ -6,7 +6,8 @@ tester's flags, with the compiler's output (including ``ptxas -v``) on stdout. T
 child and the run child install the same hook, so the run child finds the extension already
 built and only loads it: a manifest beside the library (``ARTIFACT_MANIFEST``) names it and the
 path-free key it was built for, so the build folder is an artifact that loads on another machine
-or at another path (compile on a CPU-only worker, load on a GPU worker) without ninja. In ``stub`` mode (no GPU, compile-only runs) nothing is built: the
+or at another path (compile on a CPU-only worker, load on a GPU worker) without ninja.
+In ``stub`` mode (no GPU, compile-only runs) nothing is built: the
 extension is replaced by an object whose functions raise, so that importing and constructing
 ``ModelNew`` can still be checked.
 """
@@ -19,14 +20,12 @@ import inspect
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from cudarl import env
 from cudarl.files import write_text_atomic
-from cudarl.tester.build import inline_fast
-from cudarl.tester.build import nvcc_split
+from cudarl.tester.build import inline_fast, nvcc_split
 
 
 class StubExtension:

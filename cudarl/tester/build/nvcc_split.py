@@ -182,7 +182,8 @@ def _write_depfile(depfile: str, target: str, source: str, preprocessed: list[st
     seen: dict[str, None] = {}
     for path in preprocessed:
         with open(path, "rb") as handle:
-            seen.update(dict.fromkeys(m.group(1).decode(errors="replace") for m in _LINE_MARKER.finditer(handle.read())))
+            seen.update(dict.fromkeys(m.group(1).decode(errors="replace")
+                                      for m in _LINE_MARKER.finditer(handle.read())))
     files = [source] + [f for f in seen if not f.startswith("<") and f != source]
     escaped = [f.replace(" ", "\\ ") for f in files]
     with open(depfile, "w") as handle:
@@ -213,7 +214,8 @@ def _show(plan: Plan, dry: subprocess.CompletedProcess) -> int | None:
         _emit(sys.stdout, step.stdout)
         _emit(sys.stderr, step.stderr)
         if step.returncode < 0:  # what nvcc says when a tool dies
-            _emit(sys.stderr, f"nvcc error   : '{_tool(step.command)}' died due to signal {-step.returncode}\n".encode())
+            _emit(sys.stderr,
+                  f"nvcc error   : '{_tool(step.command)}' died due to signal {-step.returncode}\n".encode())
             return 1
     return shown[-1].returncode
 
@@ -251,7 +253,8 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
                 if a.read() != b.read():
                     return None  # never seen; plain nvcc keeps the build correct
             if plan.depfile:
-                target = arguments[arguments.index("-o") + 1] if "-o" in arguments else _output_file(plan.steps[-1].command)
+                target = (arguments[arguments.index("-o") + 1] if "-o" in arguments
+                          else _output_file(plan.steps[-1].command))
                 source = next(a for a in arguments if a.endswith(".cu"))
                 preprocessed = [_output_file(s.command) for s in plan.steps if s.kind.endswith("preprocess")]
                 _write_depfile(plan.depfile, target, source, preprocessed)
@@ -266,7 +269,8 @@ def run_split(nvcc: str, arguments: list[str]) -> int | None:
 def command(nvcc: str) -> str:
     """The shell command that runs this driver in front of ``nvcc`` (for ``PYTORCH_NVCC``):
     this Python, isolated and without site packages, on this file."""
-    return " ".join(shlex.quote(part) for part in (sys.executable, "-I", "-S", os.path.abspath(__file__), "--nvcc", nvcc))
+    return " ".join(shlex.quote(part)
+                    for part in (sys.executable, "-I", "-S", os.path.abspath(__file__), "--nvcc", nvcc))
 
 
 def main(argv: list[str]) -> int:

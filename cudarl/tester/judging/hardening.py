@@ -249,13 +249,33 @@ def is_own_kernel(name: str, own_names: set[str]) -> bool:
     return qualified in own_names or kernel_base_name(name) in own_names
 
 
-def own_kernel_share(kernels: list[KernelTime], own_names: set[str]) -> tuple[float, list[KernelTime], list[KernelTime]]:
+def own_kernel_share(kernels: list[KernelTime],
+                     own_names: set[str]) -> tuple[float, list[KernelTime], list[KernelTime]]:
     """(share of kernel time in the candidate's own kernels, own kernels, other kernels)."""
     own = [k for k in kernels if is_own_kernel(k.name, own_names)]
     other = [k for k in kernels if not is_own_kernel(k.name, own_names)]
     total = sum(k.microseconds for k in kernels)
     share = sum(k.microseconds for k in own) / total if total > 0 else 0.0
     return share, own, other
+
+
+def judge_own_kernels(kernels: list[KernelTime], own_names: set[str],
+                      min_share: float) -> tuple[float, list[dict], str | None]:
+    """The profiled trial's verdict on who did forward's GPU work: (own time share, the kernels
+    as reported in the verdict, the rejection reason or None). Kept here, beside the share, so
+    the judge only asks and reports."""
+    share, own, other = own_kernel_share(kernels, own_names)
+    listed = [{"name": k.name[:200], "microseconds": k.microseconds, "launches": k.launches, "own": k in own}
+              for k in kernels[:20]]
+    others = ", ".join(f"{k.name[:80]} ({k.microseconds:.0f} us)" for k in other[:3]) or "nothing"
+    if not own:
+        names = ", ".join(sorted(own_names)) or "none found"
+        return share, listed, f"[no-own-kernel] none of the candidate's kernels ({names}) ran in forward; " \
+                              f"the GPU ran: {others}"
+    if share < min_share:
+        return share, listed, f"[torch-work] only {share:.0%} of forward's GPU kernel time was in the " \
+                              f"candidate's kernels; the rest: {others}"
+    return share, listed, None
 
 
 def drop_capabilities() -> str:

@@ -26,8 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
-from cudarl.tester.judging.records import (JudgeJob, LoadRequest, PatchedRequest, RebuildRequest, RunnerRequest,
-                                           TimeRequest, TrialRequest)
+from cudarl.tester.judging.records import (
+    JudgeJob,
+    LoadRequest,
+    PatchedRequest,
+    RebuildRequest,
+    RunnerRequest,
+    TimeRequest,
+    TrialRequest,
+)
 from cudarl.tester.judging.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
 from cudarl.tester.sandbox import channel
 from cudarl.tester.sandbox.child_side import describe_exception, start_child
@@ -72,7 +79,7 @@ class Judge:
         """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
         and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
         if self.turns is not None and self.turns.take(exclusive, lambda: self.send_stage(stage, model="gpu turn")):
-            self.send_stage(stage)  # the wait is over: what follows is the judge's own work (or the candidate's), clocked
+            self.send_stage(stage)  # the wait is over: what follows (the judge's or the candidate's work) is clocked
 
     def pause_turn(self, _header: dict | None = None) -> None:
         """Between steps: the turn is given up, so a judge waiting to time is not held up by this
@@ -164,26 +171,16 @@ class Judge:
             self.judge_kernels(reply)
 
     def judge_kernels(self, reply: dict) -> None:
-        from cudarl.tester.judging.hardening import KernelTime, own_kernel_share
+        from cudarl.tester.judging.hardening import KernelTime, judge_own_kernels
 
         if reply.get("kernels") is None:
             self.hardening["notes"].append(f"own-kernel check skipped: {reply.get('profile_note') or 'no GPU'}")
             return
         kernels = [KernelTime(**k) for k in reply["kernels"]]
-        own_names = set(self.job.kernel_names)
-        share, own, other = own_kernel_share(kernels, own_names)
-        self.hardening["own_time_share"] = share
-        self.hardening["kernels"] = [{"name": k.name[:200], "microseconds": k.microseconds, "launches": k.launches,
-                                      "own": k in own} for k in kernels[:20]]
-        others = ", ".join(f"{k.name[:80]} ({k.microseconds:.0f} us)" for k in other[:3]) or "nothing"
-        if not own:
-            self.fail("rejected", "correctness",
-                      [f"[no-own-kernel] none of the candidate's kernels ({', '.join(sorted(own_names)) or 'none found'})"
-                       f" ran in forward; the GPU ran: {others}"])
-        if share < self.job.own_kernel_min_share:
-            self.fail("rejected", "correctness",
-                      [f"[torch-work] only {share:.0%} of forward's GPU kernel time was in the candidate's kernels;"
-                       f" the rest: {others}"])
+        share, listed, reason = judge_own_kernels(kernels, set(self.job.kernel_names), self.job.own_kernel_min_share)
+        self.hardening["own_time_share"], self.hardening["kernels"] = share, listed
+        if reason is not None:
+            self.fail("rejected", "correctness", [reason])
 
     def send_stage(self, stage: str, **fields) -> None:
         send("stage", stage=stage, **fields)
@@ -383,7 +380,8 @@ def _warm_up(arguments) -> RunnerLink | None:
 
 def _arguments(parser) -> None:
     parser.add_argument("--warm-runner", action="store_true", help="with --warm: start the runner too")
-    parser.add_argument("--warm-profiler", action="store_true", help="with --warm-runner: the runner starts the profiler")
+    parser.add_argument("--warm-profiler", action="store_true",
+                        help="with --warm-runner: the runner starts the profiler")
 
 
 def main() -> None:

@@ -107,7 +107,7 @@ class JudgeJob(_Wire):
         return dataclasses.replace(self, **changes)
 
 
-_ENVELOPE = ("op", "nonce", "stage")
+_ENVELOPE = ("op", "nonce", "stage", "blobs")  # the frame's fields, not the request's
 
 
 @dataclass(frozen=True)

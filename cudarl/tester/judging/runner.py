@@ -24,11 +24,18 @@ import random
 import sys
 from pathlib import Path
 
+from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
+from cudarl.tester.judging.records import (
+    LoadRequest,
+    PatchedRequest,
+    RebuildRequest,
+    TimeRequest,
+    TrialRequest,
+    request_from_wire,
+)
+
 # Bound before the candidate exists: the frame writer and what it relies on.
 from cudarl.tester.sandbox import channel as _channel
-from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
-from cudarl.tester.judging.records import (LoadRequest, PatchedRequest, RebuildRequest, TimeRequest, TrialRequest,
-                                            request_from_wire)
 from cudarl.tester.sandbox.child_side import classify, describe_exception
 
 _REQUEST_FD = _REPLY_FD = -1

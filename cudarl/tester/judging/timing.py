@@ -38,7 +38,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -125,7 +126,8 @@ def _sample(call: Callable[[], object], flush: torch.Tensor, events: list) -> _S
     _record(end_device)
     _event_synchronize(end_device)
     host_ms = (_clock() - host_start) * 1000.0
-    return _Sample(_elapsed(start, end_stream), _elapsed(start, end_device), _elapsed(seen, end_device), host_ms, output)
+    return _Sample(_elapsed(start, end_stream), _elapsed(start, end_device), _elapsed(seen, end_device),
+                   host_ms, output)
 
 
 def _sync_slack_ms(flush: torch.Tensor, events: list, runs: int = 30) -> float:
@@ -169,7 +171,7 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
             prepare(index)
         if before_sample is not None:
             before_sample()
-        sample = _sample(lambda: call(index), flush, events)
+        sample = _sample(lambda: call(index), flush, events)  # noqa: B023 (called before the loop moves on)
         if sample.stream_ms > sample.host_ms + _CLOCK_TOLERANCE_MS:
             clock_violations += 1
         if sample.device_ms - sample.stream_ms > slack:

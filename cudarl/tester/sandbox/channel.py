@@ -120,7 +120,8 @@ def write_frame(fd: int, header: dict[str, Any], blobs: list[bytes] = ()) -> Non
 
 
 def read_frame(fd: int, max_blob_bytes: int = 64 << 30,
-               on_header: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any], list[mmap.mmap | bytes]]:
+               on_header: Callable[[dict[str, Any]], None] | None = None
+               ) -> tuple[dict[str, Any], list[mmap.mmap | bytes]]:
     """Receive one frame. Raises ``EOFError`` when the peer is gone, ``ChannelError`` when the
     bytes are not a well-formed frame. ``on_header`` runs once the header is in, before the
     blobs: the peer wrote the header only after its outputs were on the host, so its GPU work
@@ -169,5 +170,6 @@ def blob_to_tensor(meta: dict, raw: bytes | bytearray | mmap.mmap, device):
         raise ChannelError(f"tensor of shape {shape} and dtype {meta['dtype']} does not match {len(raw)} bytes")
     if count == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    flat = torch.frombuffer(raw if isinstance(raw, (bytearray, mmap.mmap)) else bytearray(raw), dtype=torch.uint8).view(dtype)
+    flat = torch.frombuffer(raw if isinstance(raw, (bytearray, mmap.mmap)) else bytearray(raw),
+                            dtype=torch.uint8).view(dtype)
     return flat.reshape(shape).to(device)

@@ -79,7 +79,8 @@ def start_child(description: str, apply: Callable[[dict], dict],
                 failed_stage: str = "load") -> ChildStart:
     """The common start of a child entry (see the module docstring). ``apply`` applies a limits
     dict and returns what it did; ``warm_up`` (a warm child only; its argument is the parsed
-    command line, with ``warm_limits``) imports and starts what the entry needs before the job; ``add_arguments`` adds the entry's own flags. A job whose
+    command line, with ``warm_limits``) imports and starts what the entry needs before the job;
+    ``add_arguments`` adds the entry's own flags. A job whose
     limits differ from the ones a warm child applied ends the child with ``harness_error`` at
     ``failed_stage``. The job's ``key`` (hex), when present, signs the results from then on."""
     parser = argparse.ArgumentParser(description=description)

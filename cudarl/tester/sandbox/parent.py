@@ -58,7 +58,7 @@ class ChildLimits:
     fault. Past it: ``turn_wait_exceeded``."""
 
     @classmethod
-    def from_config(cls, sandbox) -> "ChildLimits":
+    def from_config(cls, sandbox) -> ChildLimits:
         """The limits a ``SandboxConfig`` sets for one child."""
         return cls(timeout_s=sandbox.timeout_s, memory_limit_mb=sandbox.memory_limit_mb,
                    file_size_limit_mb=sandbox.file_size_limit_mb, output_limit_bytes=sandbox.output_limit_kb << 10,
