@@ -138,6 +138,7 @@ class _Runner:
 
     def __init__(self, plan: Plan, cwd: str) -> None:
         self.plan, self.cwd = plan, cwd
+        # Stands in for nvcc, so its tools get nvcc's environment, whole (see ``cudarl.env``).
         self.environment = dict(os.environ)
         for line in plan.environment:  # NAME=value, the value in the shell's quoting
             name, value = line.split("=", 1)
