@@ -3,9 +3,6 @@
 Why one module: a user debugging a run should find every knob that is not in the TOML config
 here, with what it does, instead of grepping for ``os.environ``. Nothing else in the project
 reads ``os.environ`` directly (child processes get their environment built from here too).
-One exception, by necessity: ``cudarl.tester.build.nvcc_split`` runs as a stand-alone script in
-place of nvcc (``python -I -S``, it cannot import cudarl) and hands its whole environment on to
-nvcc's own tools, as nvcc would; it reads no variable of its own.
 """
 
 from __future__ import annotations

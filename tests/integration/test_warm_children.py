@@ -92,7 +92,11 @@ def cold_and_warm(limits: ChildLimits, cwd):
     pool = WarmChildren(COMPILE_CHILD, limits, cwd)
     try:
         pool.prime()
-        warm = run_child(COMPILE_CHILD, {"kind": "unknown"}, limits, cwd=cwd, started=pool.take())
+        child = pool.take()
+        # A niced child on a busy machine may still be importing torch; the job's time limit
+        # counts from the job, so wait for the warm-up to end before sending it.
+        wait_until_idle(child.process.pid, timeout_s=300.0)
+        warm = run_child(COMPILE_CHILD, {"kind": "unknown"}, limits, cwd=cwd, started=child)
     finally:
         pool.close()
     return cold, warm

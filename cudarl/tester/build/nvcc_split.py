@@ -24,7 +24,7 @@ nvcc. Cost: both front ends hold the parsed headers at once, so a build's peak m
 the sum of the two (the memory limit covers the whole group); the intermediate files go to a
 private temporary folder, not the build folder. Used as ``PYTORCH_NVCC`` by
 ``cudarl.tester.build.loading`` (``compile.split_nvcc``); it runs as a script, importing only the
-standard library, so that it adds milliseconds.
+standard library and ``cudarl.env``, so that it adds milliseconds.
 
     python nvcc_split.py --nvcc /usr/local/cuda/bin/nvcc <nvcc arguments>
 """
@@ -138,11 +138,12 @@ class _Runner:
 
     def __init__(self, plan: Plan, cwd: str) -> None:
         self.plan, self.cwd = plan, cwd
-        # Stands in for nvcc, so its tools get nvcc's environment, whole (see ``cudarl.env``).
-        self.environment = dict(os.environ)
-        for line in plan.environment:  # NAME=value, the value in the shell's quoting
-            name, value = line.split("=", 1)
-            self.environment[name] = " ".join(shlex.split(value)) if value.strip() else ""
+        from cudarl.env import child_environment
+
+        # nvcc's tools get what nvcc gives them: this environment and the plan's settings.
+        self.environment = child_environment({
+            name: " ".join(shlex.split(value)) if value.strip() else ""  # the value in the shell's quoting
+            for name, value in (line.split("=", 1) for line in plan.environment)})
         self.host_failed = threading.Event()
         self.lock = threading.Lock()
         self.device_process: subprocess.Popen | None = None
@@ -291,4 +292,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Run as a script (``python -I -S``): the project is not on sys.path; ``cudarl.env`` is.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
     sys.exit(main(sys.argv[1:]))
