@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-SUITE = Path(__file__).resolve().parent / "tasks" / "suite"
+SUITE = Path(__file__).resolve().parents[1] / "tasks" / "suite"
 
 
 def _eval(args: argparse.Namespace) -> int:

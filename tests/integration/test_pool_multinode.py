@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from cudarl.config import CudarlConfig
 from cudarl.pool import PoolClient
+from cudarl.pool.records import WorkerIdentity
 from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
@@ -99,11 +101,12 @@ def settled(stats: dict, kind: str, ready: int, gpus: float) -> bool:
 
 
 def worker_infos(pool: PoolClient, kind: str) -> list[dict]:
-    """Each ready worker's ``ready()`` answer (node id, pid; bench workers: has_gpu, CUDA_VISIBLE_DEVICES
-    as ``gpus``), with its actor id and handle."""
+    """Each ready worker's ``ready()`` answer (a ``WorkerIdentity``: node id, pid; bench workers:
+    has_gpu, CUDA_VISIBLE_DEVICES as ``gpus``) as a dict, with its actor id and handle."""
     handles = ray.get(pool.handle.worker_handles.remote(kind))
     infos = ray.get([handle.ready.remote() for handle in handles], timeout=60)
-    return [{**info, "actor": handle._actor_id.hex(), "handle": handle} for handle, info in zip(handles, infos)]
+    assert all(isinstance(info, WorkerIdentity) for info in infos)
+    return [{**asdict(info), "actor": handle._actor_id.hex(), "handle": handle} for handle, info in zip(handles, infos)]
 
 
 def test_gpu_nodes_joining_add_bench_workers(cluster, tmp_path):
