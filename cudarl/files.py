@@ -22,6 +22,10 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     temporary.replace(path)
 
 
+class ReportError(OSError):
+    """A report could not be written (the message names the path and why)."""
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """``write_bytes_atomic`` for text (UTF-8)."""
     write_bytes_atomic(path, text.encode())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -11,35 +12,43 @@ SUITE = Path(__file__).resolve().parents[1] / "tasks" / "suite"
 
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cudarl.cli.table import stdout_console, verdict_table
     from cudarl.config import ConfigError, load_config
+    from cudarl.files import ReportError
     from cudarl.tasks import TaskError, load_tasks
     from cudarl.tasks.candidate import CandidateError
     from cudarl.tasks.loaders import select_tasks
+    from cudarl.tasks.report import LoadReport
     from cudarl.tester import Tester, load_candidates
     from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
     from cudarl.tester.build.toolchain import ToolchainError
 
     console = Console(stderr=True, soft_wrap=True)
     try:
+        check_writable(Path(args.out))
         config = load_config(args.config)
         if args.compile_mode:
             config = config.model_copy(update={"tester": config.tester.model_copy(update={
                 "compile": config.tester.compile.model_copy(update={"mode": args.compile_mode})})})
-        tasks = select_tasks(load_tasks(args.tasks), args.only)
+        loaded = LoadReport(source=str(args.tasks))
+        tasks = select_tasks(load_tasks(args.tasks, loaded), args.only)
         candidates = load_candidates(args.candidates)
         if args.only:
             candidates = [c for c in candidates if c.task_id in {t.id for t in tasks}]
         tester = Tester(config.tester)
         _ = tester.toolchain
-    except (ConfigError, TaskError, CandidateError, ToolchainError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+    except (ConfigError, TaskError, CandidateError, ToolchainError, ReportError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
-    pairs, unknown = pair_candidates(tasks, candidates)
-    for task_id in unknown:
-        console.print(f"[yellow]warning:[/yellow] candidates for unknown task {task_id!r} are skipped")
+    for bad in loaded.skipped:
+        console.print(f"[yellow]warning:[/yellow] task skipped: {escape(bad.where)}: {escape(bad.reason)}")
+    pairs, unmatched = pair_candidates(tasks, candidates)
+    for task_id in sorted({c.task_id for c in unmatched}):
+        console.print(f"[yellow]warning:[/yellow] candidates for unknown task {escape(repr(task_id))} are skipped "
+                      "(listed in the report's 'unmatched')")
     if not pairs:
         console.print("[red]error:[/red] no candidate matches any task")
         return 2
@@ -62,15 +71,32 @@ def _eval(args: argparse.Namespace) -> int:
             try:
                 verdicts = _judge_on_pool(args, config, pairs, advance)
             except PoolError as exc:
-                console.print(f"[red]error:[/red] {exc}")
+                console.print(f"[red]error:[/red] {escape(str(exc))}")
                 return 2
         else:
             verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
+    report = build_report(tester, verdicts, unmatched, loaded.skipped)
+    try:  # the report first: nothing printed after judging may lose it
+        write_report(report, Path(args.out))
+        written = f"report written to {escape(args.out)}"
+    except ReportError as exc:
+        written = f"[red]error:[/red] {escape(str(exc))}"
     stdout_console().print(verdict_table(verdicts))
-    report = build_report(tester, verdicts)
-    write_report(report, Path(args.out))
-    console.print(f"summary: {report['summary']}; report written to {args.out}")
-    return 0
+    console.print(f"summary: {report['summary']}; {written}")
+    return 0 if written.startswith("report") else 2
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an ``--out`` that cannot be written before any work is done."""
+    from cudarl.files import ReportError
+
+    if path.is_dir():
+        raise ReportError(f"cannot write the report to {path}: it is a folder")
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or \
+            (path.exists() and not os.access(path, os.W_OK)):
+        raise ReportError(f"cannot write the report to {path}: no write permission")
 
 
 def _judge_on_pool(args: argparse.Namespace, config, pairs, advance) -> list:
@@ -126,8 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command's bad input (config, task or candidate files, report path) ends in one line
+    on stderr and exit code 2, never a traceback."""
+    from cudarl.config import ConfigError
+    from cudarl.files import ReportError
+    from cudarl.tasks.candidate import CandidateError
+    from cudarl.tasks.task import TaskError
+
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except (ConfigError, TaskError, CandidateError, ReportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

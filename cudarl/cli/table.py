@@ -1,10 +1,12 @@
-"""The human-readable table of verdicts that ``cudarl eval`` prints."""
+"""The human-readable table of verdicts that ``cudarl eval`` prints. Every text a candidate
+can influence (ids, reasons, compiler errors) is escaped: ``[/oops]`` or ``[import]`` print as written."""
 
 from __future__ import annotations
 
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cudarl.tester.verdict import Verdict
@@ -31,13 +33,13 @@ def verdict_table(verdicts: list[Verdict]) -> Table:
         regs = max((k.registers for k in v.compile.kernels), default=None) if v.compile else None
         note = _first_line(v.reasons[0]) if v.reasons else ("; ".join(v.skipped) if v.skipped else "")
         table.add_row(
-            v.candidate_id, f"[{colour}]{v.outcome.value}[/{colour}]", v.stage.value,
+            escape(v.candidate_id), f"[{colour}]{v.outcome.value}[/{colour}]", v.stage.value,
             f"{v.compile.seconds:.1f}{' (cached)' if v.compile.cached else ''}" if v.compile else "-",
             str(regs) if regs is not None else "-",
             f"{v.correctness.max_abs_error:.2e}" if v.correctness and v.correctness.trials_run else "-",
             f"{v.timing.candidate.median_ms:.4f}" if v.timing else "-",
             f"{v.timing.reference.median_ms:.4f}" if v.timing else "-",
             f"{v.timing.speedup:.2f}x" if v.timing else "-",
-            note,
+            escape(note),  # candidate-controlled text (compiler errors, reasons): never markup
         )
     return table

@@ -26,7 +26,15 @@ def _load(args: argparse.Namespace):
         tasks, examples, report = load_sakana(args.sakana)
         print(report.summary() + f"; {len(examples)} kernel examples", file=sys.stderr)
         return tasks
-    return load_tasks(args.tasks) if args.tasks else load_suite()
+    if not args.tasks:
+        return load_suite()
+    from cudarl.tasks.report import LoadReport
+
+    report = LoadReport(source=str(args.tasks))
+    tasks = load_tasks(args.tasks, report)
+    if report.skipped:
+        print(report.summary(), file=sys.stderr)
+    return tasks
 
 
 def _filter(tasks, only: str | None, tier: str | None):
@@ -40,6 +48,7 @@ def _filter(tasks, only: str | None, tier: str | None):
 
 
 def tasks_list(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.table import Table
 
     from cudarl.cli.table import stdout_console
@@ -52,7 +61,7 @@ def tasks_list(args: argparse.Namespace) -> int:
     for task in tasks:
         atol, rtol = task.tolerances(1e-4, 1e-2)
         has_solution = (SOLUTIONS_DIR / f"{task.id}.py").exists()
-        table.add_row(task.id, task.tier, task.dtype, f"{atol:g}/{rtol:g}",
+        table.add_row(escape(task.id), task.tier, task.dtype, f"{atol:g}/{rtol:g}",
                       ", ".join(f"{k}={v}" for k, v in task.hidden.items()) or "-",
                       "yes" if has_solution else "-",
                       f"{task.measured.speedup:.2f}x" if task.measured else "-")
@@ -97,8 +106,8 @@ def tasks_check(args: argparse.Namespace) -> int:
                 handle.write(verdict.to_json() + "\n")
 
     verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=progress)
+    write_report(build_report(tester, verdicts), Path(args.out))  # before printing: nothing after judging loses it
     stdout_console().print(verdict_table(verdicts))
-    write_report(build_report(tester, verdicts), Path(args.out))
     if args.record:
         print(f"recorded {_record(verdicts)} measurement(s) in the suite's TOML files", file=sys.stderr)
     failed = [v.candidate_id for v in verdicts if not (v.correct or v.outcome.value == "compiled")]

@@ -2,7 +2,9 @@
 
 Folder: each ``<id>.py`` is a reference; an optional ``<id>.toml`` beside it holds metadata
 (``tier``, ``dtype``, ``atol``, ``rtol``, ``description``). JSONL: one object per line with
-``id`` and ``source`` plus the same optional keys. Errors name the file and line.
+``id`` and ``source`` plus the same optional keys. Errors name the file and line. Given a
+``LoadReport``, a bad file or line is skipped and recorded there (the good ones still load);
+without one, the first bad one raises.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cudarl.tasks.report import LoadReport
 from cudarl.tasks.task import Task, TaskError
 
 
-def _task_from_dict(data: dict, where: str) -> Task:
+def _task_from_dict(data: object, where: str) -> Task:
+    if not isinstance(data, dict):
+        raise TaskError(f"{where}: need a JSON object with id and source, got {type(data).__name__}")
     try:
         task = Task.model_validate(data)
     except ValidationError as exc:
@@ -32,11 +37,20 @@ def load_task_file(path: Path) -> Task:
     sidecar = path.with_suffix(".toml")
     if sidecar.exists():
         try:
-            meta = tomllib.loads(sidecar.read_text())
+            meta = tomllib.loads(_read_text(sidecar))
         except tomllib.TOMLDecodeError as exc:
             raise TaskError(f"{sidecar}: not valid TOML: {exc}") from exc
     meta.setdefault("id", path.stem)
-    return _task_from_dict({**meta, "source": path.read_text()}, str(path))
+    return _task_from_dict({**meta, "source": _read_text(path)}, str(path))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
 def select_tasks(tasks: list[Task], only: str | None = None, tier: str | None = None) -> list[Task]:
@@ -47,25 +61,38 @@ def select_tasks(tasks: list[Task], only: str | None = None, tier: str | None = 
     return [t for t in tasks if (wanted is None or t.id in wanted) and (tier is None or t.tier == tier)]
 
 
-def load_tasks(path: Path | str) -> list[Task]:
-    """Tasks from a folder, a single ``.py`` file, or a ``.jsonl`` file, sorted by id."""
+def load_tasks(path: Path | str, report: LoadReport | None = None) -> list[Task]:
+    """Tasks from a folder, a single ``.py`` file, or a ``.jsonl`` file, sorted by id. With
+    ``report``, bad files and lines are skipped and recorded in it instead of raising."""
     path = Path(path)
     if not path.exists():
         raise TaskError(f"no such task path: {path}")
+    tasks: list[Task] = []
+
+    def keep(make, where: str) -> None:
+        if report is not None:
+            report.seen += 1
+        try:
+            tasks.append(make())
+        except TaskError as exc:
+            if report is None:
+                raise
+            report.skip(where, str(exc).removeprefix(f"{where}: "))
+            return
+        if report is not None:
+            report.kept += 1
+
     if path.is_dir():
-        tasks = [load_task_file(p) for p in sorted(path.glob("*.py")) if not p.name.startswith("_")]
+        for file in sorted(path.glob("*.py")):
+            if not file.name.startswith("_"):
+                keep(lambda file=file: load_task_file(file), str(file))
     elif path.suffix == ".jsonl":
-        tasks = []
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TaskError(f"{path}:{number}: not valid JSON: {exc.msg}") from exc
-            tasks.append(_task_from_dict(data, f"{path}:{number}"))
+        for number, line in enumerate(_read_text(path).splitlines(), start=1):
+            if line.strip():
+                keep(lambda line=line, number=number: _task_from_dict(_json(line, f"{path}:{number}"),
+                                                                      f"{path}:{number}"), f"{path}:{number}")
     elif path.suffix == ".py":
-        tasks = [load_task_file(path)]
+        tasks.append(load_task_file(path))
     else:
         raise TaskError(f"{path}: expected a folder, a .py file or a .jsonl file")
     ids = [t.id for t in tasks]
@@ -73,5 +100,14 @@ def load_tasks(path: Path | str) -> list[Task]:
     if duplicates:
         raise TaskError(f"{path}: duplicate task ids: {', '.join(duplicates)}")
     if not tasks:
-        raise TaskError(f"{path}: no tasks found")
+        skipped = f" ({len(report.skipped)} skipped: {report.skipped[0].where}: {report.skipped[0].reason})" \
+            if report is not None and report.skipped else ""
+        raise TaskError(f"{path}: no tasks found{skipped}")
     return sorted(tasks, key=lambda t: t.id)
+
+
+def _json(line: str, where: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{where}: not valid JSON: {exc.msg}") from exc
