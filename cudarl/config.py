@@ -11,7 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+_ARCH = r"^(sm_)?[0-9]{2,3}[a-z]?$"  # 90, sm_90, 90a
 
 
 class _Section(BaseModel):
@@ -44,17 +46,17 @@ class CompileConfig(_Section):
     report, but nothing can run). ``auto``: extension when a GPU is present, else kernel.
     nvrtc-format candidates ignore it: NVRTC builds them the same way everywhere."""
 
-    arch: str | None = None
+    arch: str | None = Field(default=None, pattern=_ARCH)
     """Target architecture, e.g. ``"90"`` for sm_90. None: the GPU's own, or ``fallback_arch``
     when there is no GPU. The CUDARL_CUDA_ARCH environment variable overrides it."""
 
-    fallback_arch: str = "90"
+    fallback_arch: str = Field(default="90", pattern=_ARCH)
     """Architecture used when no GPU is present and ``arch`` is unset (compile-only runs)."""
 
-    timeout_s: float = 300.0
+    timeout_s: float = Field(default=300.0, gt=0, le=86400)
     """Wall-clock limit for one candidate's build; the build's process group is killed after it."""
 
-    jobs: int = 2
+    jobs: int = Field(default=2, ge=1, le=256)
     """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and
     cuda.cu compile side by side."""
 
@@ -74,7 +76,7 @@ class CompileConfig(_Section):
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
     for the bindings file. GCC ignores it when flags differ, so it costs speed, never results."""
 
-    warm_children: int = 1
+    warm_children: int = Field(default=1, ge=0, le=64)
     """Inline candidates: compile children kept started with torch already imported, so that a
     build does not wait for the import (``sandbox.WarmChildren``); 0 starts each child cold."""
 
@@ -89,25 +91,25 @@ class CompileConfig(_Section):
     cache_dir: Path | None = None
     """Compile cache root. None: CUDARL_CACHE_DIR, else ~/.cache/cudarl."""
 
-    error_lines: int = 40
+    error_lines: int = Field(default=40, ge=1, le=10000)
     """Compile errors are trimmed to this many lines for the verdict (and the optimizer)."""
 
 
 class SandboxConfig(_Section):
-    timeout_s: float = 180.0
+    timeout_s: float = Field(default=180.0, gt=0, le=86400)
     """Wall-clock limit for running one candidate (load, correctness and timing together).
     It includes importing torch and creating the CUDA context in a fresh process."""
 
-    memory_limit_mb: int = 16384
+    memory_limit_mb: int = Field(default=16384, ge=256)
     """Resident memory limit of the child (its whole process group), enforced by a watchdog."""
 
-    gpu_memory_fraction: float = 0.5
+    gpu_memory_fraction: float = Field(default=0.5, gt=0, le=1)
     """Share of the GPU's memory the child's torch allocator may take."""
 
-    file_size_limit_mb: int = 64
+    file_size_limit_mb: int = Field(default=64, ge=1)
     """Largest file the child may write (RLIMIT_FSIZE)."""
 
-    output_limit_kb: int = 16
+    output_limit_kb: int = Field(default=16, ge=1)
     """How much of the child's stdout and stderr each is kept in the verdict."""
 
     isolate_network: bool = True
@@ -118,28 +120,28 @@ class SandboxConfig(_Section):
     """Keep every process the candidate starts (also with setsid or a double fork) under the
     tester's child, which adopts them as a subreaper and kills them all when it finishes."""
 
-    warm_judges: int | None = None
+    warm_judges: int | None = Field(default=None, ge=0, le=64)
     """Judges kept started ahead of their candidates, each with its runner, torch and a CUDA
     context up (``sandbox.WarmChildren``), so that a candidate does not wait seconds for them.
     None: 2 where the tester has a GPU, 0 without one (there the judge's start is cheap and the
     spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
 
-    max_processes: int = 64
+    max_processes: int = Field(default=64, ge=4)
     """Most processes the child's group may hold (compilers included); above it the group is
     killed and the verdict is ``resource_limit``. Root ignores RLIMIT_NPROC, so this is a watchdog."""
 
 
 class CorrectnessConfig(_Section):
-    trials: int = 5
+    trials: int = Field(default=5, ge=1, le=1000)
     """Number of fresh random inputs each candidate is checked on (at least 5)."""
 
-    hidden_trials: int = 2
+    hidden_trials: int = Field(default=2, ge=0, le=1000)
     """Extra trials on the task's hidden shape set (when it has one), after the regular ones."""
 
-    fp32_tolerance: float = 1e-4
+    fp32_tolerance: float = Field(default=1e-4, gt=0, le=1)
     """Default atol and rtol for float32 outputs (a task may override)."""
 
-    half_tolerance: float = 1e-2
+    half_tolerance: float = Field(default=1e-2, gt=0, le=1)
     """Default atol and rtol for float16 and bfloat16 outputs (a task may override)."""
 
 
@@ -147,25 +149,25 @@ class TimingConfig(_Section):
     enabled: bool = True
     """Time correct candidates and the reference. Off: verdicts stop after correctness."""
 
-    warmup_runs: int = 5
+    warmup_runs: int = Field(default=5, ge=0)
     """Fewest untimed runs before measuring (module load, autotuning, allocator growth)."""
 
-    warmup_s: float = 1.0
+    warmup_s: float = Field(default=1.0, ge=0)
     """Warm-up also lasts at least this long: a fresh process finds the GPU idle and its state
     takes a while to settle. Measured on an H200 (benchmarks/timing_stability.py): a 0.37 ms
     matmul's median spread across five fresh processes was 7% after 0.3 s of warm-up and 0.5%
     after 1 s."""
 
-    min_runs: int = 20
+    min_runs: int = Field(default=20, ge=1)
     """Fewest timed runs before the spread may end the measurement."""
 
-    max_runs: int = 1000
+    max_runs: int = Field(default=1000, ge=1)
     """Most timed runs per model."""
 
-    target_rse: float = 0.01
+    target_rse: float = Field(default=0.01, ge=0, lt=1)
     """Stop once the relative standard error of the mean is below this."""
 
-    budget_s: float = 5.0
+    budget_s: float = Field(default=5.0, gt=0)
     """Time budget per model; measurement ends when it is spent even if the spread is high."""
 
     gpu_turns: Literal["timing", "whole", "off"] = "timing"
@@ -188,6 +190,12 @@ class TimingConfig(_Section):
     share that one measurement (``cudarl.tester.judging.reference_timing``). 0: share only among
     judges in flight together. Verdicts say how old the timing was."""
 
+    @model_validator(mode="after")
+    def _runs_ordered(self) -> Self:
+        if self.min_runs > self.max_runs:
+            raise ValueError(f"min_runs ({self.min_runs}) is above max_runs ({self.max_runs})")
+        return self
+
 
 class HardeningConfig(_Section):
     static_rules: bool = True
@@ -199,7 +207,7 @@ class HardeningConfig(_Section):
     starts the profiler before its first request (3 s on an H200, mostly hidden behind the
     judge's start)."""
 
-    own_kernel_min_share: float = 0.5
+    own_kernel_min_share: float = Field(default=0.5, ge=0, le=1)
     """Least share of a forward's GPU kernel time that must be in the candidate's own kernels;
     below it the candidate is rejected (``[torch-work]``): torch or cuBLAS did the work."""
 
@@ -213,7 +221,7 @@ class HardeningConfig(_Section):
     reset_persisting_l2: bool = True
     """Clear persisting-L2 lines before each timed call's flush."""
 
-    side_stream_share: float = 0.1
+    side_stream_share: float = Field(default=0.1, ge=0, le=1)
     """Largest share of timed runs whose work was still running after the host had seen the
     call's stream end (a few can be host hiccups); above it the candidate is rejected
     (``[side-stream]``)."""
@@ -237,39 +245,45 @@ class TesterConfig(_Section):
 
 
 class CurriculumConfig(_Section):
-    tiers: tuple[str, ...] = ("easy", "medium", "hard")
+    tiers: tuple[str, ...] = Field(default=("easy", "medium", "hard"), min_length=1)
     """Tiers from first to last; tasks of other tiers are never sampled."""
 
-    window: int = 64
+    window: int = Field(default=64, ge=1)
     """Rolling window of results (of the current tier's tasks) that the gates are computed on;
     no promotion before it is full."""
 
-    compile_rate_gate: float = 0.9
+    compile_rate_gate: float = Field(default=0.9, ge=0, le=1)
     """Promote only when the share of candidates that compiled is above this."""
 
-    pass_rate_gate: float = 0.75
+    pass_rate_gate: float = Field(default=0.75, ge=0, le=1)
     """Promote only when the share of candidates judged correct is above this."""
 
-    speedup_gate: float | None = None
+    speedup_gate: float | None = Field(default=None, gt=0)
     """If set, promote only when the mean speedup of the correct candidates is above this."""
 
-    replay_fraction: float = 0.2
+    replay_fraction: float = Field(default=0.2, ge=0, le=1)
     """Share of samples drawn from earlier tiers (so earlier skills are not forgotten)."""
 
     demotion: bool = False
     """Move back one tier when the pass rate of a full window falls below ``demotion_pass_rate``."""
 
-    demotion_pass_rate: float = 0.2
+    demotion_pass_rate: float = Field(default=0.2, ge=0, le=1)
     """The pass rate under which a full window demotes (when ``demotion`` is on)."""
 
     seed: int = 0
     """Seed of the sampler (its state is saved by ``state_dict``)."""
 
+    @model_validator(mode="after")
+    def _tiers_distinct(self) -> Self:
+        if len(set(self.tiers)) != len(self.tiers):
+            raise ValueError(f"tiers repeat a name: {list(self.tiers)}")
+        return self
+
 
 class PoolConfig(_Section):
-    name: str = "cudarl-tester"
+    name: str = Field(default="cudarl-tester", min_length=1)
     """Name of the ``TesterPool`` actor; clients find a running pool by it."""
-    namespace: str = "cudarl"
+    namespace: str = Field(default="cudarl", min_length=1)
     """Ray namespace the pool's actor is registered in."""
     detached: bool = False
     """Keep the pool alive after the process that started it exits (``cudarl tester serve --detach``)."""
