@@ -67,8 +67,11 @@ def load_sakana(source: str | Path, splits: tuple[str, ...] = SPLITS,
 
     Missing columns always raise (naming the file). A row whose PyTorch module does not parse or
     lacks a required function raises with file and row when ``strict``; otherwise it is skipped
-    and counted in the report, with its reason."""
+    and counted in the report, with its reason. ``source`` may also be one parquet file: it is
+    read once, whatever ``splits`` says."""
     report = LoadReport(source=str(source))
+    if Path(source).is_file():  # one parquet file is one table, read once whatever the splits
+        splits = (Path(source).stem,)
     tasks: dict[str, Task] = {}
     examples: list[KernelExample] = []
     for split in splits:

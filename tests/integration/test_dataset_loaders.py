@@ -71,6 +71,13 @@ def test_sakana_archive_from_local_parquet(tmp_path):
     assert first.speedup_native == 1.0 and first.max_diff == 1e-6
 
 
+def test_sakana_one_parquet_file_is_read_once(tmp_path):
+    pq.write_table(pa.table(sakana_rows(4, 1)), tmp_path / "level_1.parquet")
+    tasks, examples, report = load_sakana(tmp_path / "level_1.parquet")  # the default: three splits
+    assert len(examples) == 4 and report.seen == 4 and report.kept == 4 and not report.skipped
+    assert len(tasks) == len({e.task_id for e in examples})
+
+
 def test_sakana_missing_columns_name_the_file(tmp_path):
     rows = sakana_rows(2, 1)
     del rows["Max_Diff"]
