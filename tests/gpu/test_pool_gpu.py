@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def test_pool_judges_the_suite_and_a_poisoned_context_changes_nothing():
-    ray = pytest.importorskip("ray")
+    import ray  # a dependency: a broken install must fail, not skip
+
     from cudarl.pool import start_pool
 
     tasks = {t.id: t for t in load_suite()}

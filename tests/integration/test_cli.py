@@ -26,7 +26,11 @@ def test_eval_prints_a_table_and_writes_the_report(tmp_path, cache_root):
     outcomes = {v["candidate_id"]: v["outcome"] for v in report["verdicts"]}
     assert outcomes == {"add/good": "compiled", "add/broken": "compile_error", "add/plain": "rejected"}
     assert report["summary"] == {"compiled": 1, "compile_error": 1, "rejected": 1}
-    assert report["machine"]["arch"] == "sm_90"
+    from cudarl.config import CudarlConfig
+    from cudarl.tester.build.toolchain import resolve_arch
+
+    compile_settings = CudarlConfig().tester.compile
+    assert report["machine"]["arch"] == f"sm_{resolve_arch(compile_settings.arch, compile_settings.fallback_arch)}"
 
 
 def test_bad_input_gives_a_clear_error_and_exit_code_2(tmp_path, cache_root):

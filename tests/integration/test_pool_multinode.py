@@ -30,6 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import ray  # a dependency: a broken install must fail, not skip
+from ray import cluster_utils
 
 from cudarl.config import CudarlConfig
 from cudarl.pool import PoolClient
@@ -38,9 +40,6 @@ from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
 from tests.fixtures.tiny import TASK, candidate
-
-ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 pytestmark = pytest.mark.slow
 

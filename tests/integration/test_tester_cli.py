@@ -13,7 +13,6 @@ import pytest
 
 from tests.conftest import run_cli
 
-pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 

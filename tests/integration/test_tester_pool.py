@@ -17,14 +17,13 @@ import urllib.request
 from collections import Counter
 
 import pytest
+import ray  # a dependency: a broken install must fail, not skip
 
 from cudarl.config import CudarlConfig
 from cudarl.tasks.candidate import Candidate
 from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
 from tests.fixtures.tiny import TASK, candidate
-
-ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
