@@ -83,3 +83,34 @@ def test_full_extension_build_without_a_gpu(cache_root):
     verdict = tester.evaluate(Task(id="add", source=TASK), Candidate(task_id="add", id="ext", source=candidate()))
     assert verdict.compile.mode == "extension" and verdict.compile.kernels, verdict.reasons
     assert verdict.outcome == Outcome.COMPILED, verdict.reasons
+
+
+def test_a_build_past_its_time_limit_is_compile_timeout_and_leaves_no_process(cache_root):
+    """``compile.timeout_s`` is wall time for the whole build child; past it the child's process
+    group (nvcc and its tools included) is killed and the verdict is ``compile_timeout``, which is
+    not cached (the machine's load may be to blame: the next build tries again)."""
+    import psutil
+
+    config = make_tester_config(compile={"mode": "extension", "timeout_s": 0.5, "precompiled_header": False,
+                                         "warm_children": 0})
+    slow = Tester(config, cache_root=cache_root)
+    source = (SOLUTIONS / "vector_add.py").read_text()
+    task = {t.id: t for t in load_tasks(SUITE)}["vector_add"]
+    for attempt in range(2):
+        built = slow.build(task, Candidate(task_id="vector_add", id=f"slow{attempt}", source=source))
+        assert built.verdict.outcome == Outcome.COMPILE_TIMEOUT, built.verdict.reasons
+        assert "timed out" in built.verdict.reasons[0] and not built.verdict.compile.cached
+    tools = ("nvcc", "cicc", "cudafe++", "ptxas", "compile_child", "ninja", "c++", "g++")
+    deadline = time.monotonic() + 10
+    while True:
+        left = []
+        for process in psutil.Process().children(recursive=True):
+            try:
+                if any(tool in " ".join(process.cmdline()) for tool in tools):
+                    left.append(process.name())
+            except psutil.NoSuchProcess:
+                pass
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, left

@@ -1,6 +1,6 @@
 """The judge and the runner, run for real on the CPU with pure-PyTorch candidates: fresh seeded
-trials, hidden shapes, input mutation, aliasing, tensor subclasses, threads, caches, early exits
-and forged replies. (Kernels need the GPU; these rules do not.)"""
+trials, hidden shapes, input mutation, aliasing, tensor subclasses, threads, caches, early exits,
+forged replies and changed input generation (``[inputs]``). (Kernels need the GPU; these rules do not.)"""
 
 from __future__ import annotations
 
@@ -90,6 +90,11 @@ FORGES_RESULT = body('''        import json, os
                 pass
         return torch.zeros_like(x)''')
 
+CHANGES_INPUTS = GOOD + """
+
+torch.set_default_dtype(torch.float64)  # the runner's get_inputs now makes other tensors
+"""
+
 
 def evaluate(tmp_path: Path, candidate: str, hidden: dict | None = None) -> dict:
     (tmp_path / "reference.py").write_text(TASK)
@@ -135,7 +140,9 @@ def test_candidate_that_writes_into_its_inputs_is_incorrect(tmp_path):
     (FORGES_REPLY, "rejected", "[channel]"),
     (PATCHES_HARNESS, "rejected",
      "[patched] the candidate replaced cudarl.tester.judging.correctness.check_plain_tensor"),
-], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply", "patches-harness"])
+    (CHANGES_INPUTS, "rejected", "trial 0: [inputs] the candidate's process generated different inputs"),
+], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply", "patches-harness",
+        "changes-inputs"])
 def test_runtime_defenses_name_the_trick(tmp_path, source, outcome, words):
     result = evaluate(tmp_path, source)
     assert result["outcome"] == outcome, result["reasons"]
