@@ -76,7 +76,8 @@ class Tester:
         # the precompiled header lives beside the compile entries, in <cache>/pch.
         self.inline_fast = {"trim": self.config.compile.trim_includes,
                             "pch_root": str(Path(root) / "pch") if self.config.compile.precompiled_header else None,
-                            "split_nvcc": self.config.compile.split_nvcc}
+                            "split_nvcc": self.config.compile.split_nvcc,
+                            "source_rules": self.config.hardening.static_rules}
         self._pch_lock = threading.Lock()
         self._pch_checked = False
         # Compile children that have imported torch before their job (started at the first build).
@@ -186,7 +187,9 @@ class Tester:
                 self.cache.store(key, outcome)
         verdict.stage_seconds["compile"] = time.monotonic() - started
         verdict.compile = outcome.report
-        if not outcome.ok:
+        if not outcome.ok and outcome.report.refused:
+            verdict.conclude(Outcome.REJECTED, *outcome.report.refused)
+        elif not outcome.ok:
             failed = Outcome.COMPILE_TIMEOUT if outcome.timed_out else Outcome.COMPILE_ERROR
             verdict.conclude(Outcome.RESOURCE_LIMIT if outcome.report.limit_exceeded else failed,
                              outcome.report.errors or "the build failed without compiler output")

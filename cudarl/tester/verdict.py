@@ -67,6 +67,7 @@ class CompileReport(BaseModel):
     kernels: list[KernelResources] = Field(default_factory=list)
     errors: str = ""  # trimmed, readable compiler errors (empty on success)
     limit_exceeded: str = ""  # "processes" or "file size" when the build was stopped by a limit
+    refused: list[str] = Field(default_factory=list)  # static-rule reasons for the sources the build got
 
 
 class TrialFailure(BaseModel):

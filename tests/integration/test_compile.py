@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cudarl.tasks import load_tasks
+from cudarl.tasks.task import Task
 from cudarl.tester import Candidate, Outcome, Stage, Tester
 from tests.conftest import FIXTURES, SOLUTIONS, SUITE, make_tester_config
 from tests.fixtures.tiny import TASK, candidate
@@ -114,3 +115,27 @@ def test_a_build_past_its_time_limit_is_compile_timeout_and_leaves_no_process(ca
             break
         time.sleep(0.2)
     assert not left, left
+
+
+def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_built(cache_root, tmp_path):
+    """The guard reads string constants; a C++ source joined at run time (``"sys" + "tem("``)
+    is checked where ``load_inline`` receives it, before any compiler runs, even when the
+    candidate catches the refusal."""
+    from cudarl.tester.build.guard import inspect_source
+    from tests.fixtures.tiny import KERNEL_PREAMBLE, MODEL_NEW
+
+    marker = tmp_path / "ran"
+    joined = f'cpp = "static int ran = sys" + "tem(\\"touch {marker}\\");"\n'
+    plain = KERNEL_PREAMBLE.replace('cpp_sources=""', "cpp_sources=cpp").replace("ext = load_inline",
+                                                                                 joined + "ext = load_inline")
+    caught = plain.replace("ext = load_inline(", "try:\n    ext = load_inline(").replace(
+        "functions=[])", "functions=[])\nexcept Exception:\n    ext = None")
+    settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0})
+    tester = Tester(settings, cache_root=cache_root)
+    task = Task(id="add", source=TASK)
+    for name, source in (("plain", plain), ("caught", caught)):
+        assert inspect_source(source + MODEL_NEW).ok  # unseen statically
+        built = tester.build(task, Candidate(task_id="add", id=name, source=source + MODEL_NEW))
+        assert built.verdict.outcome == Outcome.REJECTED, (name, built.verdict.reasons)
+        assert "[cuda-source]" in built.verdict.reasons[0] and "starts processes" in built.verdict.reasons[0]
+        assert not marker.exists()

@@ -171,9 +171,10 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
         "file size" if result is not None and result.get("outcome") == "resource_limit" else "")
     if limit == "file size":
         errors = f"the candidate wrote a file over the {limits.file_size_limit_mb} MB file size limit\n{errors}"
+    refused = [str(r) for r in result.get("reasons", [])] if result and result.get("outcome") == "rejected" else []
     report = CompileReport(mode=mode, arch=f"sm_{arch}", cache_key=key, cached=False,
                            seconds=child.wall_s, kernels=parse_ptxas(child.stdout), errors=errors,
-                           limit_exceeded=limit)
+                           limit_exceeded=limit, refused=refused)
     return CompileOutcome(report=report, ok=ok, timed_out=child.timed_out)
 
 

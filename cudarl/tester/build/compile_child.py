@@ -20,14 +20,19 @@ def run_compile(job: dict, results: ResultWriter) -> None:
     from cudarl.files import import_source
     from cudarl.tester.build.loading import install_load_inline_hook
 
+    refused: list[str] = []
     built = install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"],
-                                     job["jobs"], stub=False, fast=job.get("inline_fast"))
+                                     job["jobs"], stub=False, fast=job.get("inline_fast"), refusals=refused)
     results.send("stage", stage="compile")
     try:
         import_source(Path(job["candidate_path"]), "cudarl_candidate")
     except BaseException as exc:  # noqa: BLE001 - every failure is the candidate's verdict
+        if refused:
+            results.finish("rejected", "compile", refused, extensions=built)
         results.finish("resource_limit" if file_too_large(exc) else "compile_error", "compile",
                        [describe_exception(exc)], extensions=built)
+    if refused:  # refused even though the candidate caught the refusal
+        results.finish("rejected", "compile", refused, extensions=built)
     results.finish("compiled", "compile", extensions=built)
 
 

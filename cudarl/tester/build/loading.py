@@ -53,13 +53,34 @@ def arch_list_entry(arch: str) -> str:
     return f"{number[:-1]}.{number[-1]}{suffix}"
 
 
+class SourceRefused(RuntimeError):
+    """The sources a ``load_inline`` call was given break the CUDA/C++ text rules."""
+
+
+def refused_sources(arguments: dict, check_native_source) -> list[str]:
+    """The static rules' reasons (``check_native_source``, bound before any candidate code ran)
+    against the C++ and CUDA sources exactly as ``load_inline`` got them: the guard sees only
+    string constants, and a source assembled at run time (``"sys" + "tem("``) reaches the
+    compiler unseen otherwise."""
+    texts = []
+    for key in ("cpp_sources", "cuda_sources"):
+        value = arguments.get(key) or []
+        texts += [value] if isinstance(value, str) else [str(part) for part in value]
+    return [f"{v} (in the sources given to load_inline)" for v in check_native_source("\n".join(texts))]
+
+
 def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str],
-                             jobs: int, stub: bool, fast: dict | None = None) -> list[str]:
+                             jobs: int, stub: bool, fast: dict | None = None,
+                             refusals: list[str] | None = None) -> list[str]:
     """Patch ``torch.utils.cpp_extension.load_inline``; returns the list the hook appends
     extension names to (so the caller can report what was built). ``fast`` turns on the
-    measures of ``inline_fast``: ``{"trim": bool, "pch_root": folder or None}``; the compile
-    child and the runner must pass the same, or the runner rebuilds."""
+    measures of ``inline_fast``: ``{"trim": bool, "pch_root": folder or None}``, and with
+    ``"source_rules"`` the static text rules on the sources each call gets: a call that breaks
+    them raises ``SourceRefused`` before anything is built, and its reasons go into
+    ``refusals`` (kept even if the candidate catches the exception). The compile child and the
+    runner must pass the same, or the runner rebuilds."""
     from cudarl import _compat
+    from cudarl.tester.build.static_rules import check_native_source
 
     cpp = _compat.import_cpp_extension()
     env.set_for_children(env.TORCH_CUDA_ARCH_LIST, arch_list_entry(arch))
@@ -80,6 +101,12 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     def load_inline(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         name = str(bound.arguments.get("name", "ext"))
+        if options.get("source_rules"):
+            problems = refused_sources(bound.arguments, check_native_source)
+            if problems:
+                if refusals is not None:
+                    refusals.extend(problems)
+                raise SourceRefused("; ".join(problems))
         built.append(name)
         if stub:
             return StubExtension(name)
