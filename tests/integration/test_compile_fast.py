@@ -201,3 +201,60 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert library.stat().st_mtime_ns == stamp and "ninja" not in done.stdout
+
+
+def test_a_repeated_torch_include_in_the_cpp_source_becomes_a_comment_on_the_fast_path(tmp_path):
+    """GCC, having used the precompiled ``torch/extension.h`` for the bindings file's first line,
+    fails on a second ``#include`` of it ("extension.h: No such file or directory"); stock
+    ``load_inline`` builds such a source, so the fast path drops the repeat (a no-op there)."""
+    from cudarl.tester.build.loading import fast_arguments
+
+    stock = {"cpp_sources": ["#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x);"],
+             "cuda_sources": [], "extra_include_paths": ["/inc"]}
+    changed = fast_arguments(stock, "/pch", tmp_path, trim=False)
+    assert changed["extra_include_paths"] == ["/pch", "/inc"]
+    assert changed["cpp_sources"] == ["// #include <torch/extension.h> (already included)\n"
+                                      "torch::Tensor f(torch::Tensor x);"]  # one line stays one line
+    assert fast_arguments({**stock, "extra_cflags": ["-O1"]}, "/pch", tmp_path, trim=False) is None  # no PCH
+    assert fast_arguments(stock, None, tmp_path, trim=False) is None  # nothing to change: the stock build
+
+
+TORCH_INCLUDE_IN_CPP = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = """
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+cpp_source = "#include <torch/extension.h>\\ntorch::Tensor relu(torch::Tensor x);"
+ext = load_inline(name="cudarl_include_in_cpp", cpp_sources=cpp_source, cuda_sources=cuda_source, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu(x)
+'''
+
+
+@pytest.mark.slow
+def test_a_cpp_source_including_the_torch_header_builds_on_the_fast_path(tmp_path, tasks):
+    import torch
+
+    if torch.version.cuda is None:
+        pytest.skip("a full extension build needs a CUDA build of torch; this torch is CPU-only")
+    tester = Tester(make_tester_config(compile={"mode": "extension"}), cache_root=tmp_path)  # PCH on
+    built = tester.build(tasks["relu"], Candidate(task_id="relu", id="relu/include", source=TORCH_INCLUDE_IN_CPP))
+    assert built.ready, built.verdict.reasons
+    folder = tester.cache.build_root(built.cache_key) / "cudarl_include_in_cpp"
+    assert not (folder / UNTRIMMED_MARKER).exists()  # the fast build itself worked: no second build
+    assert "// #include <torch/extension.h> (already included)" in (folder / "main.cpp").read_text()

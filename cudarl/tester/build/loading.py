@@ -122,32 +122,29 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         return module
 
     def build(bound: inspect.BoundArguments, directory: Path, name: str):
+        """The fast build (precompiled header, lighter torch header) when it applies; if it
+        fails, the stock build exactly as ``load_inline`` would run it, whose result and errors
+        are the verdict's (a broken candidate pays for both builds)."""
         bound.arguments["build_directory"] = str(directory)
         bound.arguments["verbose"] = True
         user_flags = list(bound.arguments.get("extra_cuda_cflags") or [])
         bound.arguments["extra_cuda_cflags"] = [*cuda_cflags, "-Xptxas=-v", *user_flags]
         includes = list(bound.arguments.get("extra_include_paths") or [])
-        if pch_dir and not bound.arguments.get("extra_cflags"):
-            includes.insert(0, pch_dir)
         bound.arguments["extra_include_paths"] = [*includes, *_compat.cuda_library_include_dirs()]
-        light = light_arguments(bound.arguments) if options.get("trim") and lightable else None
-        if light is None or (directory / inline_fast.UNTRIMMED_MARKER).exists():
+        stock = dict(bound.arguments)
+        fast = fast_arguments(stock, pch_dir, directory, bool(options.get("trim") and lightable))
+        if fast is None or (directory / inline_fast.UNTRIMMED_MARKER).exists():
             return original(*bound.args, **bound.kwargs)
-        header, arguments = light
-        header_path = directory / inline_fast.LIGHT_HEADER
-        if not header_path.exists() or header_path.read_text() != header:  # unchanged: ninja has nothing to do
-            write_text_atomic(header_path, header)
-        as_written = dict(bound.arguments)
-        bound.arguments.update(arguments)
+        bound.arguments.update(fast)
         try:
             return original(*bound.args, **bound.kwargs)
-        except Exception:  # noqa: BLE001 - the build as written gives the real result (and errors)
-            print(f"cudarl: the build with the lighter torch header ({inline_fast.LIGHT_HEADER}) failed; "
-                  "building the source as written", flush=True)
+        except Exception:  # noqa: BLE001 - the stock build gives the real result (and errors)
+            print("cudarl: the fast build (precompiled or lighter torch header) failed; building as stock "
+                  "load_inline would", flush=True)
             (directory / inline_fast.UNTRIMMED_MARKER).write_text("")
             _compat.forget_extension_version(cpp, name)
             bound.arguments.clear()
-            bound.arguments.update(as_written)
+            bound.arguments.update(stock)
             return original(*bound.args, **bound.kwargs)
 
     cpp.load_inline = load_inline
@@ -202,6 +199,34 @@ def record_artifact(directory: Path, key: str, module) -> None:
 
 def _as_list(value) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
+
+
+def fast_arguments(stock: dict, pch_dir: str | None, directory: Path, trim: bool) -> dict | None:
+    """The ``load_inline`` arguments that change for the fast build, or None when nothing
+    would: the precompiled header's folder first on the include path (not with the
+    candidate's own ``extra_cflags``), and the lighter torch header (written into
+    ``directory``). A ``#include <torch/extension.h>`` of the candidate's C++ source becomes a
+    comment: the bindings file already starts with it, and GCC, having used the precompiled
+    header there, fails on a second include of it."""
+    changes: dict = {}
+    if pch_dir and not stock.get("extra_cflags"):
+        changes["extra_include_paths"] = [pch_dir, *stock["extra_include_paths"]]
+        if not stock.get("no_implicit_headers"):
+            cpp_sources = _as_list(stock.get("cpp_sources"))
+            without = [_REPEATED_TORCH_INCLUDE.sub(r"// \g<0> (already included)", text) for text in cpp_sources]
+            if without != cpp_sources:
+                changes["cpp_sources"] = without
+    light = light_arguments({**stock, **changes}) if trim else None
+    if light is not None:
+        header, arguments = light
+        header_path = directory / inline_fast.LIGHT_HEADER
+        if not header_path.exists() or header_path.read_text() != header:  # unchanged: ninja has nothing to do
+            write_text_atomic(header_path, header)
+        changes.update(arguments)
+    return changes or None
+
+
+_REPEATED_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"]", re.M)
 
 
 def light_arguments(arguments: dict) -> tuple[str, dict] | None:
