@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import select
+import queue
 import signal
 import subprocess
 import sys
@@ -43,16 +43,21 @@ class Holder:
         self.process = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), kind],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.times: dict = {}
+        # One reader for the process's lines, so a wait with a timeout never loses a line.
+        self._lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [self._lines.put(line) for line in self.process.stdout],
+                         daemon=True).start()
         self._read()  # "asking": started, about to ask
 
-    def _read(self) -> None:
-        self.times.update(json.loads(self.process.stdout.readline()))
+    def _read(self, timeout_s: float = 120.0) -> None:
+        self.times.update(json.loads(self._lines.get(timeout=timeout_s)))
 
     def got_turn_within(self, seconds: float) -> bool:
         """Whether the turn came within ``seconds`` (without blocking past them)."""
-        ready, _, _ = select.select([self.process.stdout], [], [], seconds)
-        if ready:
-            self._read()
+        try:
+            self._read(seconds)
+        except queue.Empty:
+            pass
         return "got" in self.times
 
     def wait_for_turn(self) -> float:
