@@ -53,6 +53,34 @@ def test_results_kept_across_calls_are_refused(forward, tag):
     assert any(r.startswith(tag) for r in reasons), reasons
 
 
+@pytest.mark.parametrize("forward", [
+    "        out = ext.add(a, b)\n        self.last = out\n        return out",
+    "        self.static_a = a.clone()\n        return ext.add(a, b)",
+    "        for x in (a, b):\n            y = x * 2\n        self.keep = y\n        return ext.add(a, b)",
+    "        self.kernels[a.data_ptr()] = ext.add(a, b)\n        return ext.add(a, b)",
+    "        self.calls += 1\n        return ext.add(a, b)",
+], ids=["through-a-local", "clone", "through-a-loop", "pointer-keyed", "call-counter"])
+def test_input_derived_state_is_refused_however_it_gets_there(forward):
+    reasons = reasons_of("", forward)
+    assert any(r.startswith("[cache]") for r in reasons), reasons
+
+
+@pytest.mark.parametrize("forward", [
+    "        if self.kernel is None:\n            self.kernel = ext\n        return self.kernel.add(a, b)",
+    "        global KERNEL\n        if KERNEL is None:\n            KERNEL = ext\n        return KERNEL.add(a, b)",
+    "        self.scratch = torch.empty_like(a)\n        return ext.add(a, b)",
+    "        self.blocks = (a.numel() + 255) // 256\n        self.dtype = a.dtype\n        return ext.add(a, b)",
+    "        self.handles[a.dtype] = ext\n        return ext.add(a, b)",
+], ids=["lazy-handle-on-self", "lazy-global-handle", "scratch-buffer", "launch-configuration", "handles-by-dtype"])
+def test_compiled_code_handles_and_scratch_buffers_may_be_kept(forward):
+    """Honest kernels compile lazily and keep the handle, launch settings or a scratch buffer;
+    none of it holds the inputs' data (``cudarl.tester.build.input_taint``)."""
+    source = candidate("KERNEL = None").replace("class ModelNew(nn.Module):\n",
+                                                "class ModelNew(nn.Module):\n    kernel = None\n    handles = {}\n\n")
+    source = source.replace("        return ext.add(a, b)", forward)
+    assert inspect_source(source).reasons == []
+
+
 def test_a_cache_in_a_module_level_container_is_refused():
     reasons = reasons_of("CACHE = {}",
                          "        CACHE[a.data_ptr()] = ext.add(a, b)\n        return CACHE[a.data_ptr()]")

@@ -9,12 +9,15 @@ Covered: imports outside a small allow-list; dynamic code and introspection buil
 attributes and dunder methods other than ``__init__`` (tensor subclasses, ``__class__`` walks);
 assignments to attributes of imported modules (monkey-patching torch, the timer, the harness);
 torch's private and introspection modules; ``ModelNew`` derived from the reference ``Model``;
-results kept across calls (on ``self`` or in module-level containers, inside ``forward``); side
+results kept across calls (input-derived data stored on ``self``, in globals or in module-level
+containers inside ``forward``; compiled code, kernel handles and scratch buffers may be kept); side
 streams from Python; persisting-L2 policies, threads, processes, files, sockets, environment
 reads, dynamic loading and private streams in the CUDA/C++ source.
 
 Not covered: obfuscation that builds forbidden names at run time without the blocked builtins
-(the runtime defenses still apply), and tricks confined to device code.
+(the runtime defenses still apply), tricks confined to device code, and ``self.x.add(...)`` of
+input-derived data (it cannot be told from a kernel function named ``add``; fresh inputs every
+call leave such a set nothing to recognise).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+
+from cudarl.tester.build.input_taint import depends, tainted_names
 
 ALLOWED_IMPORTS = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.cuda", "torch.utils.cpp_extension",
@@ -94,6 +99,8 @@ class _Checker(ast.NodeVisitor):
         self.in_forward = 0  # inside a function that runs per call (anything but __init__)
         self.depth = 0  # nesting of function definitions
         self.method = "forward"
+        self.tainted: set[str] = set()  # names holding the current per-call function's input data
+        self.declared_global: set[str] = set()  # names the current function declares global
 
     def add(self, tag: str, message: str, node: ast.AST) -> None:
         self.violations.append(Violation(tag, message, getattr(node, "lineno", 0)))
@@ -167,19 +174,33 @@ class _Checker(ast.NodeVisitor):
         per_call = node.name != "__init__" and self.depth == 0 or self.in_forward
         self.depth += 1
         previous, self.method = self.method, (node.name if per_call and not self.in_forward else self.method)
+        outer_taint, outer_globals = self.tainted, self.declared_global
+        if per_call:
+            self.tainted = tainted_names(node, outer_taint if self.in_forward else set())
+            self.declared_global = {name for child in ast.walk(node) if isinstance(child, ast.Global | ast.Nonlocal)
+                                    for name in child.names}
         self.in_forward += per_call
         self.generic_visit(node)
         self.in_forward -= per_call
-        self.method = previous
+        self.method, self.tainted, self.declared_global = previous, outer_taint, outer_globals
         self.depth -= 1
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     # assignments: patching and caching
+    def _keeps_input_data(self, node: ast.AST) -> bool:
+        """Whether a store keeps the inputs' data (or counts calls: ``+=`` on kept state).
+        Compiled code, kernel handles and scratch buffers may be kept (``input_taint``)."""
+        return isinstance(node, ast.AugAssign) or depends(getattr(node, "value", None), self.tainted)
+
     def _check_target(self, target: ast.AST, node: ast.AST) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._check_target(element, node)
+            return
+        if isinstance(target, ast.Name) and self.in_forward and target.id in self.declared_global \
+                and self._keeps_input_data(node):
+            self.add("cache", f"{self.method} keeps input-derived data in the global `{target.id}`", node)
             return
         if isinstance(target, ast.Attribute):
             dotted = dotted_name(target)
@@ -187,16 +208,18 @@ class _Checker(ast.NodeVisitor):
             full = self.imported.get(root, "") + dotted[len(root):] if root in self.imported else ""
             if root in self.imported and not full.startswith(PATCHABLE_PREFIXES):
                 self.add("patch", f"assigns to `{dotted}` (patching imported code is not allowed)", node)
-            elif self.in_forward and root == "self":
-                self.add("cache", f"{self.method} stores `{dotted}` on the module (results must not be kept "
-                         "across calls)", node)
-            elif self.in_forward and root in self.classes:
+            elif self.in_forward and root == "self" and self._keeps_input_data(node):
+                self.add("cache", f"{self.method} stores `{dotted}`, derived from its inputs, on the module (results "
+                         "must not be kept across calls)", node)
+            elif self.in_forward and root in self.classes and self._keeps_input_data(node):
                 self.add("cache", f"{self.method} stores `{dotted}` on a class (state kept across calls)", node)
         elif isinstance(target, ast.Subscript):
             base = dotted_name(target.value)
             root = base.split(".")[0] if base else ""
-            if self.in_forward and (root == "self" or root in self.module_containers or root in self.classes):
-                self.add("cache", f"{self.method} stores into `{base}[...]`, which outlives the call", node)
+            if self.in_forward and (root == "self" or root in self.module_containers or root in self.classes) \
+                    and self._keeps_input_data(node):
+                self.add("cache", f"{self.method} stores input-derived data into `{base}[...]`, which outlives "
+                         "the call", node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -211,21 +234,16 @@ class _Checker(ast.NodeVisitor):
         self._check_target(node.target, node)
         self.generic_visit(node)
 
-    def visit_Global(self, node: ast.Global) -> None:
-        if self.in_forward:
-            self.add("cache", f"forward rebinds module state ({', '.join(node.names)})", node)
-        self.generic_visit(node)
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
-        self.visit_Global(node)  # type: ignore[arg-type]
-
     def visit_Call(self, node: ast.Call) -> None:
         if self.in_forward and isinstance(node.func, ast.Attribute) and node.func.attr in (
                 "append", "extend", "update", "setdefault", "insert", "add"):
             base = dotted_name(node.func.value)
             root = base.split(".")[0] if base else ""
-            if root == "self" or root in self.module_containers:
-                self.add("cache", f"forward grows `{base}`, which outlives the call", node)
+            arguments = [*node.args, *(keyword.value for keyword in node.keywords)]
+            # ``.add`` only on known containers: ``self.ext.add(a, b)`` is a kernel named add.
+            known = root in self.module_containers or (root == "self" and node.func.attr != "add")
+            if known and any(depends(a, self.tainted) for a in arguments):
+                self.add("cache", f"forward grows `{base}` with input-derived data, which outlives the call", node)
         self.generic_visit(node)
 
 
