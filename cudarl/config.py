@@ -126,6 +126,12 @@ class SandboxConfig(_Section):
     None: 2 where the tester has a GPU, 0 without one (there the judge's start is cheap and the
     spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
 
+    restrict_writes: bool = True
+    """Builds may write only into their build folder and the candidate's folder (Landlock, Linux
+    5.13+; ``cudarl.tester.sandbox.write_guard``): code run at build time (the candidate's import,
+    an extension's static initializers) cannot change files elsewhere. Without Landlock the
+    build runs unconfined and its build log says so."""
+
     max_processes: int = Field(default=64, ge=4)
     """Most processes the child's group may hold (compilers included); above it the group is
     killed and the verdict is ``resource_limit``. Root ignores RLIMIT_NPROC, so this is a watchdog."""

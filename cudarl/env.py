@@ -39,6 +39,10 @@ PYTORCH_NVCC = "PYTORCH_NVCC"
 """The nvcc command torch's extension builds run; cudarl sets it to its split driver
 (``cudarl.tester.build.nvcc_split``) unless it is already set."""
 
+TMPDIR = "TMPDIR"
+"""Temporary files of a build (nvcc, the host compiler); a compile child whose writes are
+confined (``sandbox.restrict_writes``) points it at a private folder beside the candidate."""
+
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 

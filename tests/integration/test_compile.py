@@ -95,6 +95,7 @@ def test_a_build_past_its_time_limit_is_compile_timeout_and_leaves_no_process(ca
     config = make_tester_config(compile={"mode": "extension", "timeout_s": 0.5, "precompiled_header": False,
                                          "warm_children": 0})
     slow = Tester(config, cache_root=cache_root)
+    before = {process.pid for process in psutil.Process().children(recursive=True)}  # e.g. other tests' warm children
     source = (SOLUTIONS / "vector_add.py").read_text()
     task = {t.id: t for t in load_tasks(SUITE)}["vector_add"]
     for attempt in range(2):
@@ -106,6 +107,8 @@ def test_a_build_past_its_time_limit_is_compile_timeout_and_leaves_no_process(ca
     while True:
         left = []
         for process in psutil.Process().children(recursive=True):
+            if process.pid in before:
+                continue
             try:
                 if any(tool in " ".join(process.cmdline()) for tool in tools):
                     left.append(process.name())
@@ -139,3 +142,23 @@ def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_bu
         assert built.verdict.outcome == Outcome.REJECTED, (name, built.verdict.reasons)
         assert "[cuda-source]" in built.verdict.reasons[0] and "starts processes" in built.verdict.reasons[0]
         assert not marker.exists()
+
+
+def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp_path):
+    """With the static rules off (nothing refused before the build), a candidate whose import
+    writes a file elsewhere gets a ``compile_error`` naming the refused path, and nothing appears
+    there (``sandbox.restrict_writes``, Landlock); its own build still writes where it must."""
+    from cudarl.tester.sandbox.write_guard import landlock_abi
+
+    if landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock: writes cannot be confined here")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    writes = f'open("{outside / "planted"}", "w").write("x")\n'
+    settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0},
+                                  hardening={"static_rules": False})
+    tester = Tester(settings, cache_root=cache_root)
+    built = tester.build(Task(id="add", source=TASK), Candidate(task_id="add", id="writer", source=candidate(writes)))
+    assert built.verdict.outcome == Outcome.COMPILE_ERROR, built.verdict.reasons
+    assert "Permission denied" in built.verdict.reasons[0] and "planted" in built.verdict.reasons[0]
+    assert list(outside.iterdir()) == []

@@ -149,7 +149,8 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
     ``started``: a warm compile child to use (``WarmChildren``)."""
     limits = compile_limits(config, sandbox)
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
-           "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast}
+           "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast,
+           "restrict_writes": sandbox.restrict_writes}
     child = run_child(compile_child.__name__, job, limits, cwd=build_root.parent, started=started)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr

@@ -10,16 +10,36 @@ loads the extension itself. The start every child shares is ``sandbox.child_side
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from cudarl.tester.sandbox.channel import ResultWriter
 from cudarl.tester.sandbox.child_side import describe_exception, file_too_large, start_child
 
 
+def confine_writes(job: dict) -> str:
+    """Confine this child's writes to the build folder and the candidate's folder, with a
+    private temporary folder for the compilers in the candidate's folder (removed after the
+    build; the build folder is an artifact and must not collect temporary files)."""
+    from cudarl import _compat, env
+    from cudarl.tester.sandbox.write_guard import restrict_writes
+
+    build_root = Path(job["build_root"])
+    private_tmp = Path(job["candidate_path"]).parent / "tmp"
+    private_tmp.mkdir(parents=True, exist_ok=True)
+    build_root.mkdir(parents=True, exist_ok=True)
+    env.set_for_children(env.TMPDIR, str(private_tmp))
+    tempfile.tempdir = None  # Python's own temporary files follow TMPDIR too
+    _compat.cuda_library_include_dirs()  # its shared links are made before writes are confined
+    return restrict_writes([str(build_root), str(Path(job["candidate_path"]).parent)])
+
+
 def run_compile(job: dict, results: ResultWriter) -> None:
     from cudarl.files import import_source
     from cudarl.tester.build.loading import install_load_inline_hook
 
+    writes = confine_writes(job) if job.get("restrict_writes") else "writes unrestricted (sandbox.restrict_writes off)"
+    print(f"cudarl: {writes}", flush=True)  # in the build log
     refused: list[str] = []
     built = install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"],
                                      job["jobs"], stub=False, fast=job.get("inline_fast"), refusals=refused)
