@@ -2,7 +2,7 @@
 
 import torch
 
-from cudarl.tester.judging.correctness import compare_outputs, inputs_unchanged
+from cudarl.tester.judging.correctness import compare_outputs, compare_tensors, inputs_unchanged
 
 
 def test_identical_outputs_pass_with_zero_error():
@@ -74,3 +74,56 @@ def test_inputs_unchanged_detects_in_place_writes():
     assert inputs_unchanged(before, after) == ""
     after[0][2] += 1
     assert "input 0 was modified" in inputs_unchanged(before, after)
+
+
+def test_atol_is_scaled_by_the_references_rms_hand_computed():
+    ref = torch.tensor([1e-6, 2e-6], dtype=torch.float64)
+    # RMS = sqrt((1e-12 + 4e-12) / 2) = 1.5811e-6, so atol 1e-4 becomes 1.5811e-10
+    within = torch.tensor([1e-6 + 2.5e-10, 2e-6], dtype=torch.float64)  # allowed 1.58e-10 + 1e-4 * 1e-6 = 2.58e-10
+    beyond = torch.tensor([1e-6 + 2.7e-10, 2e-6], dtype=torch.float64)
+    assert compare_tensors(within, ref, 1e-4, 1e-4, "out").ok
+    failed = compare_tensors(beyond, ref, 1e-4, 1e-4, "out")
+    assert not failed.ok and "atol=1.58e-10" in failed.reason
+    large = torch.tensor([3.0, -4.0], dtype=torch.float64)  # RMS above 1: the plain atol
+    assert compare_tensors(large + 1.5e-4, large, 1e-4, 1e-4, "out").ok  # 1e-4 + 1e-4 * 3 = 4e-4 allowed
+    zeros = torch.zeros(2, dtype=torch.float64)  # an all-zero reference keeps the plain atol too
+    assert compare_tensors(zeros + 9e-5, zeros, 1e-4, 1e-4, "out").ok
+
+
+def _softmax_case():
+    torch.manual_seed(0)
+    x = torch.rand(4, 65536)  # KernelBench's softmax inputs are uniform too
+    return x, torch.softmax(x, dim=1)  # values near 1.5e-5: a fixed atol of 1e-4 checks nothing
+
+
+def test_precision_loss_and_constant_outputs_fail_on_small_magnitude_outputs():
+    x, ref = _softmax_case()
+    wrong = {
+        "zeros": torch.zeros_like(ref),
+        "constant": torch.full_like(ref, 1 / ref.shape[1]),
+        "fp16 math": torch.softmax(x.half(), dim=1).float(),
+        "bf16 math": torch.softmax(x.bfloat16(), dim=1).float(),
+    }
+    for name, out in wrong.items():
+        assert compare_tensors(out, ref, 1e-4, 1e-4, name).ok is False, name
+        assert (out - ref).abs().max() < 1e-4  # what the unscaled rule let through
+
+
+def test_an_honest_fp32_softmax_with_another_summation_order_passes():
+    x, ref = _softmax_case()
+    shifted = (x - x.max(dim=1, keepdim=True).values).exp()
+    blocks = shifted.view(4, 256, 256).sum(dim=2).flip(1).cumsum(dim=1)[:, -1:]  # blockwise, reversed
+    assert compare_tensors(shifted / blocks, ref, 1e-4, 1e-4, "out").ok
+
+
+def test_tf32_like_inputs_to_a_matmul_fail_and_fp32_reordering_passes():
+    torch.manual_seed(0)
+    a, b = torch.randn(128, 1024), torch.randn(1024, 128)
+    ref = a @ b
+
+    def tf32(t: torch.Tensor) -> torch.Tensor:  # keep 10 mantissa bits, as TF32 tensor cores do
+        return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+    assert not compare_tensors(tf32(a) @ tf32(b), ref, 1e-4, 1e-4, "out").ok
+    halves = a[:, :512] @ b[:512] + a[:, 512:] @ b[512:]  # split-K, another summation order
+    assert compare_tensors(halves, ref, 1e-4, 1e-4, "out").ok
