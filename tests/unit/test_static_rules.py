@@ -71,7 +71,10 @@ def test_input_derived_state_is_refused_however_it_gets_there(forward):
     "        self.scratch = torch.empty_like(a)\n        return ext.add(a, b)",
     "        self.blocks = (a.numel() + 255) // 256\n        self.dtype = a.dtype\n        return ext.add(a, b)",
     "        self.handles[a.dtype] = ext\n        return ext.add(a, b)",
-], ids=["lazy-handle-on-self", "lazy-global-handle", "scratch-buffer", "launch-configuration", "handles-by-dtype"])
+    "        self.rows = len(a)\n        self.out = torch.empty(a.shape, device=a.device)\n"
+    "        return ext.add(a, b)",
+], ids=["lazy-handle-on-self", "lazy-global-handle", "scratch-buffer", "launch-configuration", "handles-by-dtype",
+        "sizes-and-an-allocation"])
 def test_compiled_code_handles_and_scratch_buffers_may_be_kept(forward):
     """Honest kernels compile lazily and keep the handle, launch settings or a scratch buffer;
     none of it holds the inputs' data (``cudarl.tester.build.input_taint``)."""

@@ -6,8 +6,8 @@ handle, a launch configuration or a scratch buffer is ordinary engineering, and 
 rejected honest kernels (an extension compiled lazily on first call and stored on ``self``).
 So a value is *tainted* when it is a parameter of the function (other than ``self``/``cls``),
 or is computed from a tainted value, except through metadata: ``.shape``, ``.dtype``, ``.device``,
-``.size()``, ``.numel()`` and the like, and the first argument of ``torch.empty_like`` and
-its siblings (a buffer of the input's shape holds none of its data).
+``.size()``, ``.numel()``, ``len()`` and the like, and the first argument of
+``torch.empty_like`` and its siblings (a buffer of the input's shape holds none of its data).
 
 Covered: assignments, augmented and annotated assignments, ``for`` targets, ``with ... as``
 and walrus targets, to a fixed point (a later statement may taint an earlier name in a loop).
@@ -24,6 +24,7 @@ _META_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "layout", "it
 _META_METHODS = {"size", "numel", "dim", "stride", "is_contiguous", "element_size", "get_device", "nelement",
                  "new_empty", "new_zeros", "new_ones"}
 _SHAPE_ALLOCATORS = {"empty_like", "zeros_like", "ones_like"}  # the first argument gives shape and dtype only
+_META_FUNCTIONS = {"len", "isinstance"}
 
 
 def depends(expression: ast.AST | None, tainted: set[str]) -> bool:
@@ -40,6 +41,8 @@ def depends(expression: ast.AST | None, tainted: set[str]) -> bool:
         if isinstance(function, ast.Attribute) and function.attr in _META_METHODS:
             return any(depends(argument, tainted) for argument in arguments)
         name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+        if isinstance(function, ast.Name) and name in _META_FUNCTIONS:
+            return False
         if name in _SHAPE_ALLOCATORS:
             arguments = [*expression.args[1:], *(keyword.value for keyword in expression.keywords)]
             return any(depends(argument, tainted) for argument in arguments)
