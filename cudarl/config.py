@@ -127,10 +127,8 @@ class SandboxConfig(_Section):
     spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
 
     restrict_writes: bool = True
-    """Builds may write only into their build folder and the candidate's folder (Landlock, Linux
-    5.13+; ``cudarl.tester.sandbox.write_guard``): code run at build time (the candidate's import,
-    an extension's static initializers) cannot change files elsewhere. Without Landlock the
-    build runs unconfined and its build log says so."""
+    """Builds write only into their build folder and the candidate's folder (Landlock, Linux 5.13+;
+    ``sandbox.write_guard``): build-time code cannot change files elsewhere (the log says so)."""
 
     max_processes: int = Field(default=64, ge=4)
     """Most processes the child's group may hold (compilers included); above it the group is
