@@ -13,6 +13,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cudarl.files import read_text
+
 _ARCH = r"^(sm_)?[0-9]{2,3}[a-z]?$"  # 90, sm_90, 90a
 
 
@@ -352,16 +354,10 @@ def load_config(path: Path | str | None = None) -> CudarlConfig:
     if path is None:
         return CudarlConfig()
     path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file not found: {path}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file not found: {path}") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{path}: is a folder, not a TOML file") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        data = tomllib.loads(read_text(path, ConfigError, "TOML file"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     try:

@@ -1,5 +1,6 @@
-"""Files: writing so that a reader never sees half of one, locking across processes, and
-executing a source file as a module (tasks and candidates are source files)."""
+"""Files: reading input text with a clear error, writing so that a reader never sees half of
+one, locking across processes, and executing a source file as a module (tasks and candidates
+are source files)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_bytes(data)
     temporary.replace(path)
+
+
+def read_text(path: Path, error: type[Exception], kind: str = "file") -> str:
+    """A UTF-8 text file, or ``error`` with a one-line reason naming it (a folder given for a
+    ``kind`` of file, not UTF-8, unreadable): an input file must give a clear message, never a
+    traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError as exc:
+        raise error(f"{path}: is a folder, not a {kind}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
 class ReportError(OSError):

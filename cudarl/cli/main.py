@@ -16,33 +16,27 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from cudarl.cli.table import stdout_console, verdict_table
-    from cudarl.config import ConfigError, load_config
+    from cudarl.config import load_config
     from cudarl.files import ReportError
-    from cudarl.tasks import TaskError, load_tasks
-    from cudarl.tasks.candidate import CandidateError
+    from cudarl.tasks import load_tasks
     from cudarl.tasks.loaders import select_tasks
     from cudarl.tasks.report import LoadReport
     from cudarl.tester import Tester, load_candidates
     from cudarl.tester.batch import build_report, evaluate_all, pair_candidates, write_report
-    from cudarl.tester.build.toolchain import ToolchainError
 
     console = Console(stderr=True, soft_wrap=True)
-    try:
-        check_writable(Path(args.out))
-        config = load_config(args.config)
-        if args.compile_mode:
-            config = config.model_copy(update={"tester": config.tester.model_copy(update={
-                "compile": config.tester.compile.model_copy(update={"mode": args.compile_mode})})})
-        loaded = LoadReport(source=str(args.tasks))
-        tasks = select_tasks(load_tasks(args.tasks, loaded), args.only)
-        candidates = load_candidates(args.candidates)
-        if args.only:
-            candidates = [c for c in candidates if c.task_id in {t.id for t in tasks}]
-        tester = Tester(config.tester)
-        _ = tester.toolchain
-    except (ConfigError, TaskError, CandidateError, ToolchainError, ReportError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
+    # Bad input raises here, before any judging; main() turns it into one line.
+    check_writable(Path(args.out))
+    config = load_config(args.config)
+    if args.compile_mode:
+        config = config.with_changes({"tester.compile.mode": args.compile_mode})
+    loaded = LoadReport(source=str(args.tasks))
+    tasks = select_tasks(load_tasks(args.tasks, loaded), args.only)
+    candidates = load_candidates(args.candidates)
+    if args.only:
+        candidates = [c for c in candidates if c.task_id in {t.id for t in tasks}]
+    tester = Tester(config.tester)
+    _ = tester.toolchain
     for bad in loaded.skipped:
         console.print(f"[yellow]warning:[/yellow] task skipped: {escape(bad.where)}: {escape(bad.reason)}")
     pairs, unmatched = pair_candidates(tasks, candidates)
@@ -76,14 +70,15 @@ def _eval(args: argparse.Namespace) -> int:
         else:
             verdicts = evaluate_all(tester, pairs, build_workers=args.build_workers, progress=advance)
     report = build_report(tester, verdicts, unmatched, loaded.skipped)
+    failed: ReportError | None = None
     try:  # the report first: nothing printed after judging may lose it
         write_report(report, Path(args.out))
-        written = f"report written to {escape(args.out)}"
     except ReportError as exc:
-        written = f"[red]error:[/red] {escape(str(exc))}"
+        failed = exc
     stdout_console().print(verdict_table(verdicts))
+    written = f"[red]error:[/red] {escape(str(failed))}" if failed else f"report written to {escape(args.out)}"
     console.print(f"summary: {report['summary']}; {written}")
-    return 0 if written.startswith("report") else 2
+    return 2 if failed else 0
 
 
 def check_writable(path: Path) -> None:
@@ -92,8 +87,7 @@ def check_writable(path: Path) -> None:
 
     if path.is_dir():
         raise ReportError(f"cannot write the report to {path}: it is a folder")
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = next((p for p in [folder, *folder.parents] if p.exists()), Path("."))
+    existing = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or \
             (path.exists() and not os.access(path, os.W_OK)):
         raise ReportError(f"cannot write the report to {path}: no write permission")
@@ -158,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     from cudarl.files import ReportError
     from cudarl.tasks.candidate import CandidateError
     from cudarl.tasks.task import TaskError
+    from cudarl.tester.build.toolchain import ToolchainError
 
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, TaskError, CandidateError, ReportError) as exc:
+    except (ConfigError, TaskError, CandidateError, ReportError, ToolchainError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

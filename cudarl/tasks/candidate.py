@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from cudarl.files import read_text
+
 
 class CandidateError(ValueError):
     """Candidates that cannot be loaded; the message names the file and line."""
@@ -33,12 +35,7 @@ class Candidate(BaseModel):
 
 
 def _read_text(file: Path) -> str:
-    try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CandidateError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise CandidateError(f"{file}: cannot be read ({exc.strerror or exc})") from exc
+    return read_text(file, CandidateError)
 
 
 def _from_json_line(path: Path, number: int, line: str) -> Candidate:

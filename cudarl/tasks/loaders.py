@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cudarl.files import read_text
 from cudarl.tasks.report import LoadReport
 from cudarl.tasks.task import Task, TaskError
 
@@ -45,12 +46,7 @@ def load_task_file(path: Path) -> Task:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise TaskError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise TaskError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    return read_text(path, TaskError)
 
 
 def select_tasks(tasks: list[Task], only: str | None = None, tier: str | None = None) -> list[Task]:
@@ -67,34 +63,27 @@ def load_tasks(path: Path | str, report: LoadReport | None = None) -> list[Task]
     path = Path(path)
     if not path.exists():
         raise TaskError(f"no such task path: {path}")
+    if path.is_dir():
+        entries = [(str(file), lambda file=file: load_task_file(file))
+                   for file in sorted(path.glob("*.py")) if not file.name.startswith("_")]
+    elif path.suffix == ".jsonl":
+        entries = [(where, lambda line=line, where=where: _task_from_dict(_json(line, where), where))
+                   for number, line in enumerate(_read_text(path).splitlines(), start=1) if line.strip()
+                   for where in [f"{path}:{number}"]]
+    elif path.suffix == ".py":
+        entries = [(str(path), lambda: load_task_file(path))]
+    else:
+        raise TaskError(f"{path}: expected a folder, a .py file or a .jsonl file")
     tasks: list[Task] = []
-
-    def keep(make, where: str) -> None:
-        if report is not None:
-            report.seen += 1
+    for where, load in entries:
         try:
-            tasks.append(make())
+            tasks.append(load())
         except TaskError as exc:
             if report is None:
                 raise
             report.skip(where, str(exc).removeprefix(f"{where}: "))
-            return
-        if report is not None:
-            report.kept += 1
-
-    if path.is_dir():
-        for file in sorted(path.glob("*.py")):
-            if not file.name.startswith("_"):
-                keep(lambda file=file: load_task_file(file), str(file))
-    elif path.suffix == ".jsonl":
-        for number, line in enumerate(_read_text(path).splitlines(), start=1):
-            if line.strip():
-                keep(lambda line=line, number=number: _task_from_dict(_json(line, f"{path}:{number}"),
-                                                                      f"{path}:{number}"), f"{path}:{number}")
-    elif path.suffix == ".py":
-        tasks.append(load_task_file(path))
-    else:
-        raise TaskError(f"{path}: expected a folder, a .py file or a .jsonl file")
+    if report is not None:
+        report.seen, report.kept = report.seen + len(entries), report.kept + len(tasks)
     ids = [t.id for t in tasks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

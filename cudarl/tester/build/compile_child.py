@@ -44,15 +44,16 @@ def run_compile(job: dict, results: ResultWriter) -> None:
     built = install_load_inline_hook(Path(job["build_root"]), job["arch"], job["cuda_cflags"],
                                      job["jobs"], stub=False, fast=job.get("inline_fast"), refusals=refused)
     results.send("stage", stage="compile")
+    failure: BaseException | None = None
     try:
         import_source(Path(job["candidate_path"]), "cudarl_candidate")
     except BaseException as exc:  # noqa: BLE001 - every failure is the candidate's verdict
-        if refused:
-            results.finish("rejected", "compile", refused, extensions=built)
-        results.finish("resource_limit" if file_too_large(exc) else "compile_error", "compile",
-                       [describe_exception(exc)], extensions=built)
-    if refused:  # refused even though the candidate caught the refusal
+        failure = exc
+    if refused:  # first: a refusal stands even when the candidate caught it
         results.finish("rejected", "compile", refused, extensions=built)
+    if failure is not None:
+        results.finish("resource_limit" if file_too_large(failure) else "compile_error", "compile",
+                       [describe_exception(failure)], extensions=built)
     results.finish("compiled", "compile", extensions=built)
 
 
