@@ -163,7 +163,8 @@ class Tester:
         config = self.config.compile
         # nvrtc candidates build the same way everywhere: NVRTC needs no GPU and no CUDA torch.
         mode = "nvrtc" if form == "nvrtc" else self.mode
-        key = self.cache.key(candidate.source, mode, self.arch, cuda_cflags(config), self.toolchain)
+        key = self.cache.key(candidate.source, mode, self.arch, cuda_cflags(config), self.toolchain,
+                             self.config.hardening.static_rules)
         started = time.monotonic()
         with self.cache.locked(key):
             outcome = self.cache.lookup(key)

@@ -134,8 +134,12 @@ def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_bu
     caught = plain.replace("ext = load_inline(", "try:\n    ext = load_inline(").replace(
         "functions=[])", "functions=[])\nexcept Exception:\n    ext = None")
     settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0})
-    tester = Tester(settings, cache_root=cache_root)
     task = Task(id="add", source=TASK)
+    # Built first with the static rules off (so built for real): that build must not serve the
+    # tester with the rules on, which never saw the sources load_inline got.
+    unguarded = Tester(settings.with_changes({"hardening.static_rules": False}), cache_root=cache_root)
+    assert unguarded.build(task, Candidate(task_id="add", id="plain", source=plain + MODEL_NEW)).ready
+    tester = Tester(settings, cache_root=cache_root)
     for name, source in (("plain", plain), ("caught", caught)):
         assert inspect_source(source + MODEL_NEW).ok  # unseen statically
         built = tester.build(task, Candidate(task_id="add", id=name, source=source + MODEL_NEW))

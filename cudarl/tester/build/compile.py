@@ -63,8 +63,12 @@ class CompileCache:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def key(self, source: str, mode: str, arch: str, flags: list[str], toolchain: Toolchain) -> str:
-        blob = json.dumps([source, mode, arch, flags, toolchain.fingerprint])
+    def key(self, source: str, mode: str, arch: str, flags: list[str], toolchain: Toolchain,
+            source_rules: bool = True) -> str:
+        """The entry for one build. ``source_rules`` is part of it: a build made with the static
+        rules off did not check the sources ``load_inline`` got, so it must not serve a tester
+        that has them on (nor the other way round)."""
+        blob = json.dumps([source, mode, arch, flags, toolchain.fingerprint, source_rules])
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     def entry(self, key: str) -> Path:
