@@ -43,6 +43,17 @@ TMPDIR = "TMPDIR"
 """Temporary files of a build (nvcc, the host compiler); a compile child whose writes are
 confined (``sandbox.restrict_writes``) points it at a private folder beside the candidate."""
 
+LD_PRELOAD = "LD_PRELOAD"
+"""Libraries the dynamic linker loads first. The judge starts the runner with the launch shim
+(``cudarl.tester.judging.launch_shim``) in front of whatever is already there."""
+
+CUDARL_LAUNCH_SHIM = "CUDARL_LAUNCH_SHIM"
+"""Path of the built launch shim; the tester sets it for its judges, which preload it into the
+runner (the own-kernel knockout). Unset: no knockout, the own-kernel time share decides."""
+
+CC = "CC"
+"""The C compiler that builds the launch shim. Default: ``cc``."""
+
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 

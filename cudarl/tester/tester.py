@@ -44,6 +44,7 @@ from cudarl.tester.build.guard import inspect_source
 from cudarl.tester.build.toolchain import Toolchain, detect_toolchain, gpu_available, resolve_arch
 from cudarl.tester.built import Built
 from cudarl.tester.judging import judge as judge_entry
+from cudarl.tester.judging.launch_shim import build_shim
 from cudarl.tester.judging.reference_timing import ReferenceTimings
 from cudarl.tester.kernel_names import compiled_kernel_names
 from cudarl.tester.sandbox.parent import ChildLimits, WarmChildren, run_child
@@ -92,6 +93,11 @@ class Tester:
                          if self.config.timing.gpu_turns != "off" else None)
         if self.gpu_lock:
             Path(self.gpu_lock).parent.mkdir(parents=True, exist_ok=True)
+        # The runner's own-kernel knockout (judging.knockout): its judges preload the shim.
+        if self.has_gpu and self.config.hardening.own_kernel_check:
+            shim = build_shim(Path(root))
+            if shim is not None:
+                env.set_for_children(env.CUDARL_LAUNCH_SHIM, str(shim))
         # One reference timing per task at a time, shared by its judges (reference_timing.py).
         self.references = ReferenceTimings(self.config.timing.reference_reuse_s)
         # Judges started ahead of their candidates (runner, torch and CUDA up): sandbox.warm_judges.

@@ -123,7 +123,9 @@ class HardeningReport(BaseModel):
     """What the runtime defenses saw (empty when the run stopped before them)."""
 
     kernels: list[KernelLaunch] = Field(default_factory=list)
-    own_time_share: float | None = None  # share of forward's kernel time in the candidate's kernels
+    own_time_share: float | None = None  # share of forward's kernel time in the candidate's kernels ("coverage")
+    # whether forward's output changed when the own kernels' results were poisoned (None: not observed)
+    own_result_dependency: bool | None = None
     notes: list[str] = Field(default_factory=list)  # isolation applied, checks skipped and why
     forged_messages: int = 0  # unauthenticated messages on the result channel (ignored)
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cudarl.tester.judging import correctness, timing
+from cudarl.tester.judging import correctness, knockout, timing
 from cudarl.tester.kernel_names import kernel_base_name, qualified_kernel_name
 from cudarl.tester.sandbox import channel
 
@@ -52,7 +52,9 @@ WATCHED = (
     # named through the imported modules (a moved module fails here, at import).
     *(f"{timing.__name__}.{name}" for name in ("time_callable", "summarize", "_sample", "l2_flush_buffer")),
     *(f"{correctness.__name__}.{name}" for name in ("check_plain_tensor", "inputs_unchanged")),
-    f"{channel.__name__}.tensor_to_blob",
+    f"{channel.__name__}.tensor_to_blob", "torch.equal", "torch.Tensor.view",
+    *(f"{knockout.__name__}.{name}" for name in ("same_bits", "same_outputs", "Knockout.skipped",
+                                                 "Knockout.forward_depends")),
     *(f"{__name__}.{name}" for name in ("aliasing", "profile_kernels", "poison_free_memory", "new_threads")),
 )
 
@@ -259,11 +261,14 @@ def own_kernel_share(kernels: list[KernelTime],
     return share, own, other
 
 
-def judge_own_kernels(kernels: list[KernelTime], own_names: set[str],
-                      min_share: float) -> tuple[float, list[dict], str | None]:
+def judge_own_kernels(kernels: list[KernelTime], own_names: set[str], min_share: float,
+                      depends: bool | None = None, dependency_note: str = "") -> tuple[float, list[dict], str | None]:
     """The profiled trial's verdict on who did forward's GPU work: (own time share, the kernels
-    as reported in the verdict, the rejection reason or None). Kept here, beside the share, so
-    the judge only asks and reports."""
+    as reported in the verdict, the rejection reason or None). Whether forward's output depends
+    on the candidate's own kernels (``knockout``: True / False / None when it could not be
+    observed) decides; only when it is undecided does the time share (``min_share``) decide.
+    Fusing an epilogue around a cuBLAS GEMM is honest at any share; a kernel whose output is
+    thrown away is a decoy at any share."""
     share, own, other = own_kernel_share(kernels, own_names)
     listed = [{"name": k.name[:200], "microseconds": k.microseconds, "launches": k.launches, "own": k in own}
               for k in kernels[:20]]
@@ -272,9 +277,14 @@ def judge_own_kernels(kernels: list[KernelTime], own_names: set[str],
         names = ", ".join(sorted(own_names)) or "none found"
         return share, listed, f"[no-own-kernel] none of the candidate's kernels ({names}) ran in forward; " \
                               f"the GPU ran: {others}"
-    if share < min_share:
+    if depends is False:
+        return share, listed, "[torch-work] forward's output does not depend on the candidate's kernels: with " \
+                              f"everything they wrote replaced by poison it is unchanged ({dependency_note}); " \
+                              f"they took {share:.0%} of its GPU time, the rest: {others}"
+    if depends is None and share < min_share:
+        undecided = f" ({dependency_note}, so the time share decides)" if dependency_note else ""
         return share, listed, f"[torch-work] only {share:.0%} of forward's GPU kernel time was in the " \
-                              f"candidate's kernels; the rest: {others}"
+                              f"candidate's kernels{undecided}; the rest: {others}"
     return share, listed, None
 
 

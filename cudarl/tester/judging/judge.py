@@ -10,9 +10,9 @@ shares that timing among the task's judges and computes the speedup
 (``cudarl.tester.judging.reference_timing``).
 
 Checks made here: correctness on fresh inputs (regular and hidden shapes), the runner's
-problems (subclass, aliasing, modified inputs, threads, patched functions), that the candidate's
-own kernels did the work (profiled trial), and the timing checks (re-checks of two timed outputs
-chosen at random, side-stream lateness, event times against the host clock). The job is a
+problems (subclass, aliasing, modified inputs, threads, patched functions), that the output depends
+on the candidate's own kernels (profiled trial, ``knockout``), and the timing checks (re-checks of
+two timed outputs, side-stream lateness, event times against the host clock). The job is a
 ``records.JudgeJob``; messages follow the compile child's ``hello``/``stage``/``result``
 protocol. A warm judge (``--warm``, ``sandbox.parent.WarmChildren``) has its limits, runner,
 torch and CUDA context up when the job arrives.
@@ -172,13 +172,13 @@ class Judge:
 
     def judge_kernels(self, reply: dict) -> None:
         from cudarl.tester.judging.hardening import KernelTime, judge_own_kernels
-
         if reply.get("kernels") is None:
             self.hardening["notes"].append(f"own-kernel check skipped: {reply.get('profile_note') or 'no GPU'}")
             return
-        kernels = [KernelTime(**k) for k in reply["kernels"]]
-        share, listed, reason = judge_own_kernels(kernels, set(self.job.kernel_names), self.job.own_kernel_min_share)
-        self.hardening["own_time_share"], self.hardening["kernels"] = share, listed
+        kernels, dependency = [KernelTime(**k) for k in reply["kernels"]], reply.get("dependency") or {}
+        share, listed, reason = judge_own_kernels(kernels, set(self.job.kernel_names), self.job.own_kernel_min_share,
+                                                  dependency.get("depends"), dependency.get("note", ""))
+        self.hardening.update(own_time_share=share, kernels=listed, own_result_dependency=dependency.get("depends"))
         if reason is not None:
             self.fail("rejected", "correctness", [reason])
 

@@ -47,10 +47,12 @@ class Runner:
     def __init__(self, warm_profiler: bool = False) -> None:
         import torch
 
-        from cudarl.tester.judging import hardening
+        from cudarl.tester.judging import hardening, knockout
+        from cudarl.tester.judging.launch_shim import LaunchShim
 
         self.torch = torch
         self.hardening = hardening
+        self.knockout = knockout.Knockout(LaunchShim.loaded())
         self.tensor_type = torch.Tensor
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         self.reference = None
@@ -133,10 +135,15 @@ class Runner:
             self.torch.cuda.synchronize()
         if request.drop_capabilities:
             self.notes.append(self.hardening.drop_capabilities())
+        on_gpu = self.device.type == "cuda"
+        if on_gpu:
+            self.knockout.install_on_nvrtc()
+            if self.knockout.shim:
+                self.knockout.shim.own_folder(Path(request.build_root))
         self.originals = self.hardening.Originals()
         self.thread_baseline = self.hardening.thread_idents()
         install_load_inline_hook(Path(request.build_root), request.arch, list(request.cuda_cflags),
-                                 request.jobs, stub=self.device.type != "cuda", fast=request.inline_fast)
+                                 request.jobs, stub=not on_gpu, fast=request.inline_fast)
         self.init_seed = request.init_seed
         self.candidate = import_source(Path(request.candidate_path), "cudarl_candidate")
         if not hasattr(self.candidate, "ModelNew"):
@@ -164,7 +171,7 @@ class Runner:
             saved = [v.clone() if isinstance(v, self.tensor_type) else v for v in inputs]
             if request.poison:
                 self.hardening.poison_free_memory(self.device)
-            kernels, why = None, ""
+            kernels, why, dependency = None, "", None
             if request.profile and self.device.type == "cuda":
                 output, kernels, why = self.hardening.profile_kernels(lambda: self.model(*inputs), self.device)
             else:
@@ -173,10 +180,28 @@ class Runner:
             outputs = self._outputs(output)
             problems = self._problems(outputs, inputs, saved)
             metas, blobs = self._pack(outputs)
+            if kernels is not None and not problems:
+                dependency = self._dependency(inputs, outputs)
         reply = {"ok": True, "outputs": metas, "nested": isinstance(output, (tuple, list)),
-                 "problems": problems, "fingerprint": fingerprint,
+                 "problems": problems, "fingerprint": fingerprint, "dependency": dependency,
                  "kernels": None if kernels is None else [k.__dict__ for k in kernels], "profile_note": why}
         return reply, blobs
+
+    def _dependency(self, inputs: list, outputs: list) -> dict:
+        """Forward once more on the same inputs, free memory filled with NaN, with the
+        candidate's own launches held back (``knockout``); the model is built afresh after, since
+        its state (a scratch buffer kept on ``self``) may now hold what was never computed."""
+        self.hardening.poison_free_memory(self.device)
+
+        def checked_forward() -> list:
+            again = self._outputs(self.model(*inputs))
+            self._sync()  # a CUDA error surfaces here, inside the check
+            return again
+
+        depends, note = self.knockout.forward_depends(checked_forward, outputs)
+        self._sync()
+        self._build_model()
+        return {"depends": depends, "note": note}
 
     def time(self, request: TimeRequest) -> tuple[dict, list[bytes]]:
         from cudarl.config import TimingConfig

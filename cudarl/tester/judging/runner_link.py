@@ -12,8 +12,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from cudarl import env
 from cudarl.tester.judging import runner
+from cudarl.tester.judging.launch_shim import preload_environment
 from cudarl.tester.judging.records import RunnerRequest
 from cudarl.tester.sandbox import channel
 
@@ -38,10 +41,12 @@ class RunnerLink:
         self.warm_profiler = warm_profiler
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
+        shim = env.get(env.CUDARL_LAUNCH_SHIM)  # the own-kernel knockout (judging.launch_shim)
         self.process = subprocess.Popen(
             [sys.executable, "-m", runner.__name__, str(request_read), str(reply_write)]
             + (["--warm-profiler"] if warm_profiler else []),
-            stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
+            stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write),
+            env=env.child_environment(preload_environment(Path(shim))) if shim else None)
         os.close(request_read)
         os.close(reply_write)
 

@@ -5,7 +5,6 @@ time is cuDNN's, which a judge that counts only its own kernels' time share call
 
 expect: passed
 reason:
-not-yet-verdict: the own-kernel check weighs GPU time, not result dependence: cuDNN's time gives [torch-work]
 """
 import torch
 import torch.nn as nn
