@@ -216,7 +216,7 @@ class HardeningConfig(_Section):
     own_kernel_min_share: float = Field(default=0.5, ge=0, le=1)
     """Fallback only: the least share of forward's GPU time in the candidate's own kernels when
     whether the output depends on them cannot be observed (``judging.knockout``; e.g. ops called
-    through ``torch.ops``). Where it can, that decides (``[torch-work]`` for a decoy)."""
+    through ``torch.ops``, driver-API launches). Where it can, that decides (``[torch-work]`` for a decoy)."""
 
     poison_memory: bool = True
     """Fill freed GPU memory with NaN bytes before each checked call (stale-result tricks)."""

@@ -9,8 +9,10 @@ Covered (each has an exploit in tests/exploits and a test that it is stopped, wi
 - Broken candidates: parse errors, no ``ModelNew``, no kernel, compile errors and hung builds,
   crashes, hangs, CUDA errors, early exits, memory hogs, output floods.
 - Torch doing the work (direct calls, try/except fallbacks, ATen from C++, inheriting ``Model``)
-  and decoy kernels: a profiled forward must spend most of its GPU time in the candidate's own
-  kernels (``[no-own-kernel]``, ``[torch-work]``); static rules refuse ``Model`` subclasses.
+  and decoy kernels: own kernels must run in a profiled forward, and its output must change when
+  their launches are held back (``judging.knockout``; ``[no-own-kernel]``, ``[torch-work]``), so
+  an epilogue fused around cuBLAS is honest at any time share; static rules refuse ``Model``
+  subclasses.
 - Stale memory: the reference never runs in the candidate's process, and freed GPU memory is
   filled with NaN bytes before every checked call.
 - Input mutation, aliased outputs, views of inputs, tensor subclasses (runner checks, judged by
