@@ -129,8 +129,8 @@ class SandboxConfig(_Section):
     spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
 
     restrict_writes: bool = True
-    """Builds write only into their build folder and the candidate's folder (Landlock, Linux 5.13+;
-    ``sandbox.write_guard``): build-time code cannot change files elsewhere (the log says so)."""
+    """Builds and runs write only into the candidate's folder and its build folder (Landlock,
+    Linux 5.13+; ``sandbox.write_guard``): its code cannot change files elsewhere (notes say so)."""
 
     max_processes: int = Field(default=64, ge=4)
     """Most processes the child's group may hold (compilers included); above it the group is

@@ -54,6 +54,7 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         side_stream_share=hardening.side_stream_share, poison_memory=hardening.poison_memory,
         fresh_timing_inputs=hardening.fresh_timing_inputs, reset_persisting_l2=hardening.reset_persisting_l2,
         drop_capabilities=hardening.drop_capabilities, isolate_pids=sandbox.isolate_pids,
+        restrict_writes=sandbox.restrict_writes,
         inline_fast=inline_fast, gpu_lock=gpu_lock, reference_only=reference_only,
     )
 

@@ -113,3 +113,21 @@ def test_file_size_limit_stops_large_writes(tester):
     # RLIMIT_FSIZE: Python ignores SIGXFSZ, so the write fails with EFBIG.
     assert verdict.outcome == Outcome.RESOURCE_LIMIT, verdict.reasons
     assert "File too large" in verdict.reasons[0]
+
+
+def test_code_run_by_the_runner_cannot_write_outside_its_folders(tester, tmp_path):
+    """The run has the build's isolation: an import that writes elsewhere fails with the
+    kernel's refusal, nothing appears there, and the verdict's notes say writes were confined."""
+    from cudarl.tester.sandbox.write_guard import landlock_abi
+
+    if landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock: writes cannot be confined here")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    verdict, _ = judge(tester, f'open("{outside / "planted"}", "w").write("x")')
+    assert verdict.outcome == Outcome.LOAD_ERROR, verdict.reasons
+    assert "PermissionError" in verdict.reasons[0] and "planted" in verdict.reasons[0]
+    assert list(outside.iterdir()) == []
+    well_behaved, _ = judge(tester, "pass")
+    assert any(note.startswith("runner: writes confined to") for note in well_behaved.hardening.notes), \
+        well_behaved.hardening.notes

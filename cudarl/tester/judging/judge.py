@@ -63,8 +63,7 @@ class Judge:
         self.torch = torch
         self.job = job
         secret = random.Random(job.seed)
-        self.secret = secret
-        self.init_seed = secret.getrandbits(62)
+        self.secret, self.init_seed = secret, secret.getrandbits(62)
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         self.reference = import_source(Path(job.task_path), "cudarl_reference")
         self.report = {"trials_run": 0, "trials_passed": 0, "hidden_trials_run": 0, "hidden_trials_passed": 0,
@@ -245,7 +244,8 @@ def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
                                      build_root=job.build_root, arch=job.arch, cuda_cflags=job.cuda_cflags,
                                      jobs=job.jobs, init_seed=judge.init_seed,
                                      gpu_memory_fraction=job.gpu_memory_fraction,
-                                     drop_capabilities=job.drop_capabilities, inline_fast=job.inline_fast), "load")
+                                     drop_capabilities=job.drop_capabilities, inline_fast=job.inline_fast,
+                                     restrict_writes=job.restrict_writes), "load")
     judge.pause_turn()
     judge.hardening["notes"] += reply.get("notes", [])
     if judge.device.type != "cuda" and not job.cpu_correctness:

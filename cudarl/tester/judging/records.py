@@ -85,6 +85,8 @@ class JudgeJob(_Wire):
     reset_persisting_l2: bool
     drop_capabilities: bool
     isolate_pids: bool
+    restrict_writes: bool = False
+    """The runner writes only into the candidate's folder and its build folder (Landlock)."""
     cpu_correctness: bool = False
     """Run correctness without a GPU (pure-PyTorch candidates, tests)."""
     inline_fast: dict[str, Any] | None = None
@@ -125,6 +127,7 @@ class LoadRequest(_Wire):
     gpu_memory_fraction: float
     drop_capabilities: bool
     inline_fast: dict[str, Any] | None = None
+    restrict_writes: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ CUDA and the profiler before reading any request, while the judge is still start
 sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
 tester's result pipe or its key. It answers the judge's requests one at a time:
 
-- ``load``: import the candidate (after CUDA is up and capabilities are dropped), build ``ModelNew``;
+- ``load``: import the candidate (after CUDA is up, capabilities are dropped and writes are confined
+  to its folders), build ``ModelNew``;
 - ``rebuild``: rebuild ``ModelNew`` at the hidden shapes;
 - ``trial``: generate inputs from a seed (as the judge does), poison free GPU memory, call forward,
   report outputs (raw bytes), plain-tensor/aliasing/input-mutation/thread problems and, when
@@ -41,6 +42,22 @@ from cudarl.tester.sandbox.child_side import classify, describe_exception
 _REQUEST_FD = _REPLY_FD = -1
 _write_frame = _channel.write_frame
 _read_frame = _channel.read_frame
+
+
+def confine_writes(folder: Path, build_root: Path) -> str:
+    """Before any candidate code runs: writes only into the candidate's folder (a private
+    temporary folder in it) and its build folder, as in the build (``sandbox.write_guard``)."""
+    import tempfile
+
+    from cudarl import env
+    from cudarl.tester.sandbox.write_guard import restrict_writes
+
+    private_tmp = folder / "tmp"
+    private_tmp.mkdir(parents=True, exist_ok=True)
+    build_root.mkdir(parents=True, exist_ok=True)
+    env.set_for_children(env.TMPDIR, str(private_tmp))
+    tempfile.tempdir = None
+    return f"runner: {restrict_writes([str(folder), str(build_root)])}"
 
 
 class Runner:
@@ -135,6 +152,8 @@ class Runner:
             self.torch.cuda.synchronize()
         if request.drop_capabilities:
             self.notes.append(self.hardening.drop_capabilities())
+        if request.restrict_writes:
+            self.notes.append(confine_writes(Path(request.candidate_path).parent, Path(request.build_root)))
         on_gpu = self.device.type == "cuda"
         if on_gpu:
             self.knockout.install_on_nvrtc()

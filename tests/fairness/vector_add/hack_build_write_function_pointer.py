@@ -8,7 +8,6 @@ the verdict is ``passed``; what counts is that the file never appears.
 expect: passed
 reason:
 must-not-create: /tmp/cudarl-fairness-build-write
-not-yet-verdict: only the build is write-confined; the runner loads the library unconfined and the write succeeds
 """
 import torch
 import torch.nn as nn

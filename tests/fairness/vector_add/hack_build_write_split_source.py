@@ -10,7 +10,6 @@ reason: [cuda-source]
 expect-unguarded: passed
 reason-unguarded:
 must-not-create: /tmp/cudarl-fairness-build-write-split
-not-yet-unguarded: only the build is write-confined; the runner loads the library unconfined and the write succeeds
 """
 import torch
 import torch.nn as nn

@@ -7,7 +7,6 @@ reason: [call]
 expect-unguarded: runtime_error
 reason-unguarded: PermissionError
 must-not-create: /tmp/cudarl-fairness-run-write
-not-yet-unguarded: the runner has no write confinement yet: the write succeeds and the kernel passes
 """
 import torch
 import torch.nn as nn
