@@ -2,7 +2,7 @@
 writing outside the candidate's folder. The call goes through a function pointer and the command
 is put together from pieces, so no text rule matches (``system`` is never followed by ``(``).
 The initializer runs wherever the library is loaded: in the build (confined by the build
-sandbox, so the write fails quietly) and again in the runner. The kernel itself is correct, so
+sandbox, so the write fails quietly) and again in the runner (confined the same way). The kernel itself is correct, so
 the verdict is ``passed``; what counts is that the file never appears.
 
 expect: passed

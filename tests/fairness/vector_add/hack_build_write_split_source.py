@@ -2,8 +2,9 @@
 writing outside the candidate's folder, the call split across Python string pieces so that no
 single string constant shows it (the guard reads constants one by one). The text rules, run
 again on the sources exactly as ``load_inline`` receives them, see ``system(`` and refuse the
-build. With the static rules off the build sandbox confines the build's writes, but the runner
-loads the same library, and the initializer runs again there.
+build. With the static rules off the initializer runs where the library is loaded, in the build
+and again in the runner, and both confine writes to the candidate's folders: the file never
+appears and the (correct) kernel passes.
 
 expect: rejected
 reason: [cuda-source]
