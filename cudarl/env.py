@@ -58,6 +58,18 @@ PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 
 
+def snapshot_environment() -> dict[str, str]:
+    """This process's whole environment, to put back later (``restore_environment``)."""
+    return dict(os.environ)
+
+
+def restore_environment(saved: dict[str, str]) -> None:
+    """Put back an environment taken with ``snapshot_environment``: a candidate may set
+    variables at import (``os.environ``), and none of them may reach the tools a build starts."""
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 def get(name: str, default: str | None = None) -> str | None:
     """Read one declared variable (the only sanctioned way to read the environment)."""
     return os.environ.get(name, default)

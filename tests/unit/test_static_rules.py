@@ -22,7 +22,11 @@ def reasons_of(module_code: str, forward: str | None = None) -> list[str]:
 
 @pytest.mark.parametrize("code, tag", [
     ("import gc", "[import]"),
-    ("import os", "[import]"),
+    ("import os\nos.system('true')", "[import]"),
+    ("import os\nkill = os.kill", "[import]"),
+    ("import os\nalias = os\nalias.system('true')", "[import]"),
+    ("from os import environ", "[import]"),
+    ("import os as o\no.fork()", "[import]"),
     ("from sys import _getframe", "[import]"),
     ("import threading", "[import]"),
     ("x = getattr(torch, 'cuda')", "[call]"),
@@ -40,6 +44,20 @@ def reasons_of(module_code: str, forward: str | None = None) -> list[str]:
 def test_module_level_tricks_are_refused_with_their_tag(code, tag):
     reasons = reasons_of(code)
     assert any(r.startswith(tag) for r in reasons), reasons
+
+
+@pytest.mark.parametrize("code", [
+    'import os\nos.environ.setdefault("MAX_JOBS", "4")',
+    'import os\nos.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"\nJOBS = os.cpu_count()',
+    'import os.path\nHERE = os.path.dirname(os.getenv("HOME", "/"))',
+], ids=["setdefault", "set-and-count", "path"])
+def test_os_for_module_level_build_settings_is_allowed(code):
+    assert reasons_of(code) == []
+
+
+def test_os_inside_forward_is_refused_even_for_the_environment():
+    reasons = reasons_of("import os", '        key = os.environ.get("SEED")\n        return ext.add(a, b)')
+    assert any(r.startswith("[import]") and "inside a function" in r for r in reasons), reasons
 
 
 @pytest.mark.parametrize("forward, tag", [
@@ -116,7 +134,7 @@ def test_a_forbidden_call_in_a_comment_is_not_a_violation():
 
 
 def test_static_rules_can_be_turned_off_to_exercise_the_runtime_defenses():
-    source = candidate("import os")
+    source = candidate("import os\nos.system('true')")
     assert not inspect_source(source).ok
     assert inspect_source(source, static_rules_enabled=False).ok
 

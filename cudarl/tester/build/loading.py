@@ -98,7 +98,10 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     lightable = "no_implicit_headers" in signature.parameters
     built: list[str] = []
 
+    harness_environment = env.snapshot_environment()
+
     def load_inline(*args, **kwargs):
+        env.restore_environment(harness_environment)  # the candidate's os.environ changes stop here
         bound = signature.bind(*args, **kwargs)
         name = str(bound.arguments.get("name", "ext"))
         if options.get("source_rules"):

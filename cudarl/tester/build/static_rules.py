@@ -32,6 +32,12 @@ ALLOWED_IMPORTS = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.cuda", "torch.utils.cpp_extension",
     "torch.utils", "math", "typing", "__future__", "cudarl.nvrtc",
 })
+# ``os`` for build settings only: these attributes, at module level (``os.environ["MAX_JOBS"] = "4"``
+# before ``load_inline``). The rest of ``os`` stays refused although the sandbox stops much of it
+# (writes outside the candidate's folders, the network, privileges): ``os.kill`` reaches the judge,
+# ``os.write`` the result pipes, ``os._exit``/``os.fork``/``os.system`` end or multiply the process.
+# Inside functions (per call) ``os`` is refused: an honest forward has no use for the environment.
+OS_ATTRIBUTES = frozenset({"environ", "getenv", "path", "cpu_count"})
 # Modules and frame internals reachable as attributes of allowed modules (``torch.sys``,
 # ``typing.sys``, ``cpp_extension.subprocess``): refused wherever they appear in an attribute chain.
 FORBIDDEN_ATTRIBUTES = frozenset({
@@ -94,6 +100,7 @@ class _Checker(ast.NodeVisitor):
     def __init__(self) -> None:
         self.violations: list[Violation] = []
         self.imported: dict[str, str] = {}  # local name -> module path
+        self.os_uses: set[int] = set()  # ``os`` names read as ``os.<allowed attribute>``
         self.module_containers: set[str] = set()
         self.classes: set[str] = set()
         self.in_forward = 0  # inside a function that runs per call (anything but __init__)
@@ -108,9 +115,13 @@ class _Checker(ast.NodeVisitor):
     # imports
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
+            if alias.name in ("os", "os.path"):
+                self.imported[(alias.asname or alias.name).split(".")[0]] = "os"
+                continue
             if alias.name not in ALLOWED_IMPORTS:
                 self.add("import", f"`import {alias.name}` is not allowed (candidates may import "
-                         f"{', '.join(sorted(ALLOWED_IMPORTS))})", node)
+                         f"{', '.join(sorted(ALLOWED_IMPORTS))}, and os for module-level "
+                         f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))})", node)
             self.imported[(alias.asname or alias.name).split(".")[0]] = alias.name
         self.generic_visit(node)
 
@@ -127,6 +138,9 @@ class _Checker(ast.NodeVisitor):
 
     # names, calls, attributes
     def visit_Name(self, node: ast.Name) -> None:
+        if self.imported.get(node.id) == "os" and id(node) not in self.os_uses:
+            self.add("import", f"`{node.id}` (os) may only be used as "
+                     f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))}", node)
         if node.id in FORBIDDEN_CALLS:
             self.add("call", f"`{node.id}` is not allowed (dynamic code, introspection, files or exits)", node)
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
@@ -136,7 +150,16 @@ class _Checker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
             self.add("dunder", f"attribute `{node.attr}` is not allowed", node)
-        if node.attr in FORBIDDEN_ATTRIBUTES:
+        on_os = isinstance(node.value, ast.Name) and self.imported.get(node.value.id) == "os"
+        if on_os:
+            self.os_uses.add(id(node.value))
+            if node.attr not in OS_ATTRIBUTES:
+                self.add("import", f"`os.{node.attr}` is not allowed (os may be used for "
+                         f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))})", node)
+            elif self.depth > 0:
+                self.add("import", f"`os.{node.attr}` inside a function: os is for module-level build "
+                         "settings only", node)
+        elif node.attr in FORBIDDEN_ATTRIBUTES:
             self.add("import", f"attribute `.{node.attr}` reaches a module or frame the candidate may not use", node)
         dotted = dotted_name(node)
         root = dotted.split(".")[0] if dotted else ""

@@ -6,7 +6,6 @@ expect: passed
 reason:
 expect-unguarded: passed
 reason-unguarded:
-not-yet: the guard still refuses `import os` and `os.environ` as [import]
 """
 import os
 
