@@ -171,7 +171,8 @@ def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp
 def test_environment_set_by_the_candidate_never_reaches_its_build(cache_root):
     """``os.environ`` at module level is allowed (build settings), but the build runs with the
     harness's environment: a candidate pointing torch's builder at another "nvcc" builds as usual."""
-    source = candidate().replace("import torch\n", 'import os\nos.environ["PYTORCH_NVCC"] = "/bin/false"\nimport torch\n', 1)
+    override = 'import os\nos.environ["PYTORCH_NVCC"] = "/bin/false"\n'
+    source = candidate().replace("import torch\n", override + "import torch\n", 1)
     settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0})
     built = Tester(settings, cache_root=cache_root).build(Task(id="add", source=TASK),
                                                           Candidate(task_id="add", id="env", source=source))
