@@ -127,3 +127,15 @@ def test_tf32_like_inputs_to_a_matmul_fail_and_fp32_reordering_passes():
     assert not compare_tensors(tf32(a) @ tf32(b), ref, 1e-4, 1e-4, "out").ok
     halves = a[:, :512] @ b[:512] + a[:, 512:] @ b[512:]  # split-K, another summation order
     assert compare_tensors(halves, ref, 1e-4, 1e-4, "out").ok
+
+
+def test_exact_fp32_math_turns_tf32_off_for_matmuls_and_convolutions():
+    """What the judge and the runner call before any model is built (``_compat``)."""
+    from cudarl import _compat
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        _compat.exact_fp32_math()
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # torch's defaults

@@ -13,9 +13,8 @@ Checks made here: correctness on fresh inputs (regular and hidden shapes), the r
 problems (subclass, aliasing, modified inputs, threads, patched functions), that the output depends
 on the candidate's own kernels (profiled trial, ``knockout``), and the timing checks (re-checks of
 two timed outputs, side-stream lateness, event times against the host clock). The job is a
-``records.JudgeJob``; messages follow the compile child's ``hello``/``stage``/``result``
-protocol. A warm judge (``--warm``, ``sandbox.parent.WarmChildren``) has its limits, runner,
-torch and CUDA context up when the job arrives.
+``records.JudgeJob``; messages follow the compile child's ``hello``/``stage``/``result`` protocol.
+A warm judge (``--warm``, ``WarmChildren``) has limits, runner, torch and CUDA up when the job comes.
 """
 
 from __future__ import annotations
@@ -58,10 +57,11 @@ class Judge:
     def __init__(self, job: JudgeJob) -> None:
         import torch
 
+        from cudarl import _compat
         from cudarl.files import import_source
 
-        self.torch = torch
-        self.job = job
+        _compat.exact_fp32_math()  # the reference in full fp32 (no TF32), whatever the candidate does
+        self.torch, self.job = torch, job
         secret = random.Random(job.seed)
         self.secret, self.init_seed = secret, secret.getrandbits(62)
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")

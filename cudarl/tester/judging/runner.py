@@ -139,10 +139,12 @@ class Runner:
 
     # requests
     def load(self, request: LoadRequest) -> dict:
+        from cudarl import _compat
         from cudarl.files import import_source
         from cudarl.tester.build.loading import install_load_inline_hook
 
         os.chdir(Path(request.candidate_path).parent)  # a warm judge's runner started elsewhere
+        _compat.exact_fp32_math()  # as in the judge; the candidate may switch TF32 on for itself
         self.reference = import_source(Path(request.task_path), "cudarl_reference")
         if hasattr(self.reference, "Model"):
             del self.reference.Model  # the runner needs only get_inputs and get_init_inputs
