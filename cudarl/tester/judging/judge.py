@@ -317,6 +317,7 @@ def time_candidate(judge: Judge, job: JudgeJob) -> dict:
     """Time the candidate, re-check two timed outputs and the timer; the candidate's timing report
     (the tester adds the reference's, from ``reference_only`` jobs, and the speedup). Every failed
     check ends the judge with its verdict."""
+    from cudarl.tester.judging.timing import timing_rules_broken
     from cudarl.tester.verdict import TimingStats
 
     torch = judge.torch
@@ -342,16 +343,9 @@ def time_candidate(judge: Judge, job: JudgeJob) -> dict:
             judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
                                                f"was wrong: {result.reason}"])
     cand_stats = TimingStats.model_validate(reply["stats"])
-    if cand_stats.clock_violations:
-        judge.fail("rejected", "timing", [f"[timer] {cand_stats.clock_violations} timed run(s) reported more "
-                                          "event time than the host clock measured around them"])
-    if cand_stats.mean_ms * cand_stats.count > wall_ms:
-        judge.fail("rejected", "timing", ["[timer] the candidate's timed runs add up to more than the judge's "
-                                          "clock measured for the whole timing request"])
-    if cand_stats.late_runs > max(2, job.side_stream_share * cand_stats.count):
-        judge.fail("rejected", "timing", [f"[side-stream] in {cand_stats.late_runs} of {cand_stats.count} "
-                                          "timed runs, work finished after the call's stream was done "
-                                          "(work must run on the current stream)"])
+    broken = timing_rules_broken(cand_stats, wall_ms, job.side_stream_share)
+    if broken:
+        judge.fail("rejected", "timing", broken[:1])
     judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
     return {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],
             "device": torch.cuda.get_device_name(judge.device)}

@@ -193,3 +193,22 @@ def time_callable(call: Callable[[int], object], flush: torch.Tensor, config: Ti
                 break
     return summarize(samples).model_copy(update={"off_stream_runs": off_stream, "late_runs": late,
                                                  "clock_violations": clock_violations})
+
+
+def timing_rules_broken(stats: TimingStats, wall_ms: float, side_stream_share: float) -> list[str]:
+    """The judge's verdict on a timing the runner reported (empty: none broken). Kept beside the
+    measurement so the rules can be shown on figures a test controls: ``[timer]`` when event time
+    exceeds the host clock around a run, or the runs add up to more than the judge's own clock
+    for the whole request (a runner whose figures were forged); ``[side-stream]`` when more than
+    ``side_stream_share`` of the runs (and more than two) left work running after their stream."""
+    broken = []
+    if stats.clock_violations:
+        broken.append(f"[timer] {stats.clock_violations} timed run(s) reported more event time than the host "
+                      "clock measured around them")
+    if stats.mean_ms * stats.count > wall_ms:
+        broken.append("[timer] the candidate's timed runs add up to more than the judge's clock measured for the "
+                      "whole timing request")
+    if stats.late_runs > max(2, side_stream_share * stats.count):
+        broken.append(f"[side-stream] in {stats.late_runs} of {stats.count} timed runs, work finished after the "
+                      "call's stream was done (work must run on the current stream)")
+    return broken
