@@ -6,7 +6,8 @@ side by side on one machine (one GPU, its cores), per candidate format.
 
 Candidates are distinct variants of the suite's honest solutions (a comment line differs, so no
 cache serves them), ``--per-task`` in a row for each task (as a GRPO group samples several
-candidates per prompt), going through the suite's tasks in order.
+candidates per prompt), going through the suite's tasks in order. The serial arms judge fewer,
+spread evenly through the pool arm's list, so both arms see the same mix of tasks.
 - serial, inline: one process, one candidate at a time: stock ``load_inline`` builds it in a fresh
   process (torch's defaults, empty extension folder), then cudarl's judge runs it (``Tester.judge``
   on cudarl's own build of the same source, whose build time is not counted). Per candidate:
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -36,6 +36,7 @@ from pathlib import Path
 
 # compile_throughput.py sits beside this script, whose folder Python puts first on sys.path.
 from compile_throughput import stock_build
+from run_metadata import run_metadata
 
 from cudarl.config import CudarlConfig
 from cudarl.tasks.builtin import load_suite, suite_solutions
@@ -51,6 +52,16 @@ def variants(form: str, count: int, offset: int, per_task: int = 1) -> list[Cand
     return [c.model_copy(update={"id": f"{c.id}/v{offset + i}",
                                  "source": c.source + f"\n# pool benchmark variant {offset + i}\n"})
             for i, c in enumerate(picked)]
+
+
+def same_mix(pool_candidates: list[Candidate], count: int) -> list[Candidate]:
+    """``count`` of the pool arm's candidates, evenly spaced through its list: the serial arm
+    judges the same mix of tasks (the pool's tasks in the same proportions), not the first task
+    over and over, so the two rates are comparable."""
+    if count >= len(pool_candidates):
+        return list(pool_candidates)
+    step = len(pool_candidates) / count
+    return [pool_candidates[int(i * step)] for i in range(count)]
 
 
 def serial_inline(tasks: dict, candidates: list[Candidate], cache: Path, warm_up: Candidate | None) -> dict:
@@ -108,7 +119,8 @@ def measure_serial(args, tasks: dict, cache: Path, stamp: int, results: dict, sa
         if count == 0:
             continue
         warm_up = variants(form, 1, stamp + 40_000)[0] if args.serial_warm_up else None
-        results[f"serial_{form}"] = measure(tasks, variants(form, count, stamp, args.per_task), cache, warm_up)
+        pool_mix = variants(form, getattr(args, form), stamp, args.per_task)
+        results[f"serial_{form}"] = measure(tasks, same_mix(pool_mix, count), cache, warm_up)
         save()
 
 
@@ -160,8 +172,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inline", type=int, default=32)
     parser.add_argument("--nvrtc", type=int, default=20)
-    parser.add_argument("--serial-inline", type=int, default=3)
-    parser.add_argument("--serial-nvrtc", type=int, default=5)
+    parser.add_argument("--serial-inline", type=int, default=4)
+    parser.add_argument("--serial-nvrtc", type=int, default=8)
     parser.add_argument("--serial-warm-up", action=argparse.BooleanOptionalAction, default=True,
                         help="judge one uncounted candidate first in the serial arms "
                              "(the pool's start-up is not counted either)")
@@ -174,6 +186,7 @@ def main() -> int:
                         help="measure one arm; the other is read from --out when it is there")
     parser.add_argument("--cache", default=None, help="cache folder (default: a fresh temporary one)")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--commit", default=None, help="the tree's commit where it has no git history")
     args = parser.parse_args()
 
     import torch
@@ -186,9 +199,7 @@ def main() -> int:
     out = Path(args.out or ROOT / "benchmarks" / "results" /
                f"pool_throughput-{datetime.now(UTC).date().isoformat()}-{(gpu_name or 'cpu').replace(' ', '-')}.json")
     results: dict = json.loads(out.read_text()) if args.only and out.exists() else {}
-    results.update({"date": datetime.now(UTC).date().isoformat(),
-                    "machine": {"cpus": os.cpu_count(), "gpu": gpu_name, "python": platform.python_version(),
-                                "torch": torch.__version__}})
+    results.update({"date": datetime.now(UTC).date().isoformat(), "machine": run_metadata(args.commit)})
     results.setdefault("args", {})[args.only or "all"] = vars(args)
 
     def save() -> None:  # after every arm, so a run cut short keeps what it measured
