@@ -15,8 +15,15 @@ import pytest
 import torch
 
 from cudarl.tester.judging.hardening import KernelTime, judge_own_kernels
-from cudarl.tester.judging.knockout import Knockout, same_bits, same_outputs
+from cudarl.tester.judging.knockout import Knockout, poison_, same_bits, same_outputs
 from cudarl.tester.judging.launch_shim import LIBRARY_NAME, build_shim, preload_environment
+
+
+def test_poison_overwrites_every_dtype():
+    floats, ints, flags = torch.ones(3), torch.zeros(3, dtype=torch.int32), torch.tensor([True, False])
+    for tensor in (floats, ints, flags):
+        poison_(tensor)
+    assert torch.isnan(floats).all() and (ints == 2**31 - 1).all() and flags.tolist() == [False, True]
 
 
 def test_same_bits_treats_identical_nans_as_equal_and_any_difference_as_not():

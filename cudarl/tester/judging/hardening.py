@@ -53,7 +53,7 @@ WATCHED = (
     *(f"{timing.__name__}.{name}" for name in ("time_callable", "summarize", "_sample", "l2_flush_buffer")),
     *(f"{correctness.__name__}.{name}" for name in ("check_plain_tensor", "inputs_unchanged")),
     f"{channel.__name__}.tensor_to_blob", "torch.equal", "torch.Tensor.view",
-    *(f"{knockout.__name__}.{name}" for name in ("same_bits", "same_outputs", "Knockout.skipped",
+    *(f"{knockout.__name__}.{name}" for name in ("poison_", "same_bits", "same_outputs", "Knockout.skipped",
                                                  "Knockout.forward_depends")),
     *(f"{__name__}.{name}" for name in ("aliasing", "profile_kernels", "poison_free_memory", "new_threads")),
 )

@@ -28,6 +28,16 @@ import torch
 from cudarl.tester.judging.launch_shim import LaunchShim
 
 
+def poison_(tensor: torch.Tensor) -> None:
+    """Overwrite ``tensor`` in place with values no honest computation leaves unchanged."""
+    if tensor.is_floating_point() or tensor.is_complex():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        tensor.logical_not_()
+    else:
+        tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (NaN equals NaN of the same bits; ``torch.equal`` says NaN != NaN)."""
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:

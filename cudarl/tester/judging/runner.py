@@ -212,6 +212,15 @@ class Runner:
         """Forward once more on the same inputs, free memory filled with NaN, with the
         candidate's own launches held back (``knockout``); the model is built afresh after, since
         its state (a scratch buffer kept on ``self``) may now hold what was never computed."""
+        from cudarl.tester.judging.knockout import poison_
+
+        # Compared against a copy; the outputs themselves are poisoned, since a candidate may
+        # return the same buffer every call (kept on ``self``), which a held-back kernel would
+        # leave holding the last right answer.
+        expected = [o.clone() if isinstance(o, self.tensor_type) else o for o in outputs]
+        for value in outputs:
+            if isinstance(value, self.tensor_type):
+                poison_(value)
         self.hardening.poison_free_memory(self.device)
 
         def checked_forward() -> list:
@@ -219,7 +228,7 @@ class Runner:
             self._sync()  # a CUDA error surfaces here, inside the check
             return again
 
-        depends, note = self.knockout.forward_depends(checked_forward, outputs)
+        depends, note = self.knockout.forward_depends(checked_forward, expected)
         self._sync()
         self._build_model()
         return {"depends": depends, "note": note}
