@@ -24,9 +24,8 @@ CORPUS = load_exploits(FAIRNESS)
 
 
 def _tester(root: Path, static_rules: bool) -> Tester:
-    """A tester of its own cache folder: the compile cache's key does not tell builds made with
-    the static rules from builds made without them (the sources given to ``load_inline`` are
-    checked only when a build runs), so one tester's build would stand in for the other's."""
+    """A tester with its own cache folder (the compile cache's key also tells builds made with
+    the static rules from builds made without them; separate folders keep the runs apart)."""
     config = make_tester_config(compile={"mode": "extension"}, timing={"budget_s": 1.0, "warmup_s": 0.3},
                                 hardening={"static_rules": static_rules})
     return Tester(config, cache_root=root / ("guarded" if static_rules else "unguarded"))
