@@ -1,0 +1,125 @@
+"""The engine interface the agents and the trainer see, and its typed records.
+
+Why one small interface: the episode loop, the trainer's weight sync and the benchmarks must not
+care whether transformers or vLLM generates. Everything crossing it is token ids (never text to be
+re-tokenized), per-token log-probs of the sampled tokens, and the weights version. Covered here:
+the records, ``WeightSyncError``, the probe check every engine's ``update_weights`` uses, and
+``make_engine`` (which engine, with a clear error when the chosen one is not installed). Not
+covered: LoRA adapters per role (next step: one base model, one adapter per role).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+EngineName = Literal["auto", "hf", "vllm"]
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample. ``temperature`` 0 is greedy; log-probs are of the distribution sampled from."""
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if not 0.0 <= self.temperature <= 10.0:
+            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled continuation: the engine's own token ids and their log-probs, and the weights
+    version that produced them (what the trainer's importance ratios and staleness checks need)."""
+
+    request_id: str
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finished: bool  # ended on an end-of-sequence token (False: cut at max_new_tokens)
+    weights_version: int
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(f"{self.request_id}: {len(self.token_ids)} tokens but {len(self.logprobs)} log-probs")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A fixed token sequence and the log-probs the trainer's model gives its continuation
+    (``token_ids[prompt_length:]``): after a weight update the engine must give the same."""
+
+    token_ids: tuple[int, ...]
+    prompt_length: int
+    expected_logprobs: tuple[float, ...]
+    tolerance: float = 1e-3
+
+
+@dataclass(frozen=True)
+class WeightSync:
+    """What an update did: the new version, how many tensors it replaced, and the probe check."""
+
+    version: int
+    tensors: int
+    probe_max_error: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class WeightSyncError(RuntimeError):
+    """A weight update that did not take effect (or took the wrong weights): training on samples
+    from stale weights must stop, loudly."""
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Generate, score and take new weights. Implementations: ``hf.HFEngine``, ``vllm.VLLMEngine``."""
+
+    @property
+    def weights_version(self) -> int: ...
+
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Generation]: ...
+
+    def score(self, token_ids: Sequence[int], prompt_length: int) -> list[float]: ...
+
+    def update_weights(self, weights: Mapping[str, object], version: int, probe: Probe | None = None) -> WeightSync:
+        ...
+
+
+def check_probe(engine: RolloutEngine, probe: Probe) -> float:
+    """The largest log-prob difference between the engine and the trainer on the probe; raises
+    ``WeightSyncError`` above the probe's tolerance (the update did not take, or took other weights)."""
+    got = engine.score(probe.token_ids, probe.prompt_length)
+    if len(got) != len(probe.expected_logprobs):
+        raise WeightSyncError(f"probe: the engine scored {len(got)} tokens, the trainer {len(probe.expected_logprobs)}")
+    error = max((abs(a - b) for a, b in zip(got, probe.expected_logprobs)), default=0.0)
+    if not math.isfinite(error) or error > probe.tolerance:
+        raise WeightSyncError(f"after the update the engine's log-probs differ from the trainer's by {error:.3g} "
+                              f"(tolerance {probe.tolerance:g}): the new weights are not the ones generating")
+    return error
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_engine_name(name: EngineName) -> Literal["hf", "vllm"]:
+    """``auto``: vLLM when it is installed and a GPU is present, else transformers. ``vllm``
+    without vLLM installed is an error naming what to install."""
+    if name == "vllm" and not vllm_installed():
+        raise RuntimeError("engine 'vllm' was chosen but vLLM is not installed (pip install vllm==0.20.0, "
+                           "which needs a CUDA machine with torch 2.11); use engine 'hf' or 'auto'")
+    if name == "auto":
+        import torch
+
+        return "vllm" if vllm_installed() and torch.cuda.is_available() else "hf"
+    return name

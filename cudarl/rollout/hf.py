@@ -1,0 +1,130 @@
+"""The transformers engine: continuous batching (``generate_batch``: paged attention, requests
+joining and leaving the batch at every step, CUDA graphs on a GPU), on CPU or GPU.
+
+Why the library's continuous batching and not a decode loop of our own: it is maintained,
+schedules requests of different lengths without padding waste, and returns each sampled token's
+log-prob (``ContinuousBatchingConfig.return_logprobs``). Those log-probs are of the distribution
+sampled from, after temperature and top-p: a trainer that recomputes them must use the same
+temperature (and top-p 1, the default here). Covered: generation with token ids and log-probs,
+scoring of a given sequence, full or partial weight updates with version checks, key/shape checks,
+a read-back check and the probe check. Not covered: LoRA adapters (loaded into the model by the
+caller until the per-role adapter step), multiple GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from cudarl.rollout.engine import Generation, Probe, SamplingSettings, WeightSync, WeightSyncError, check_probe
+
+
+class HFEngine:
+    """A causal LM from transformers behind the ``RolloutEngine`` interface."""
+
+    def __init__(self, model, eos_token_id: int | Sequence[int] | None = None, pad_token_id: int | None = None,
+                 continuous_batching: dict | None = None) -> None:
+        self.model = model.eval()
+        eos = eos_token_id if eos_token_id is not None else model.config.eos_token_id
+        self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        self.pad_token_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
+        self.continuous_batching = dict(continuous_batching or {})
+        self._version = 0
+        self._unverified = ""  # why the weights in the model are not the ones the trainer sent
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, dtype: str = "auto", device: str | None = None) -> HFEngine:
+        """Load by hub name or local folder (the real loading code; no network is needed for a folder)."""
+        from transformers import AutoModelForCausalLM
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype).to(device)
+        return cls(model)
+
+    @property
+    def weights_version(self) -> int:
+        return self._version
+
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Generation]:
+        """One continuation per prompt, in the prompts' order (a GRPO group repeats a prompt)."""
+        from transformers.generation import ContinuousBatchingConfig, GenerationConfig
+
+        if self._unverified:
+            raise WeightSyncError(f"refusing to generate: {self._unverified}")
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        sampling = settings.temperature > 0
+        config = GenerationConfig(max_new_tokens=settings.max_new_tokens, do_sample=sampling,
+                                  temperature=settings.temperature if sampling else None,
+                                  top_p=settings.top_p if sampling else None,
+                                  eos_token_id=sorted(self.eos_ids) or None, pad_token_id=self.pad_token_id)
+        batching = ContinuousBatchingConfig(**{**self.continuous_batching, "return_logprobs": True,
+                                               "seed": settings.seed})
+        version = self._version
+        with torch.inference_mode():
+            outputs = self.model.generate_batch([list(p) for p in prompts], generation_config=config,
+                                                continuous_batching_config=batching, progress_bar=False)
+        ordered = sorted(outputs.values(), key=lambda o: int(o.request_id.rsplit("_", 1)[-1]))
+        if len(ordered) != len(prompts):
+            raise RuntimeError(f"the engine returned {len(ordered)} generations for {len(prompts)} prompts")
+        generations = []
+        for index, (prompt, output) in enumerate(zip(prompts, ordered)):
+            if output.error:
+                raise RuntimeError(f"generation {index} failed in the engine: {output.error}")
+            if list(output.prompt_ids) != list(prompt):
+                raise RuntimeError(f"generation {index}: the engine's prompt ids differ from the request's")
+            tokens = tuple(int(t) for t in output.generated_tokens)
+            generations.append(Generation(
+                request_id=f"{index}", prompt_ids=tuple(prompt), token_ids=tokens,
+                logprobs=tuple(float(x) for x in output.logprobs[:len(tokens)]),
+                finished=bool(tokens) and tokens[-1] in self.eos_ids, weights_version=version))
+        return generations
+
+    def score(self, token_ids: Sequence[int], prompt_length: int, temperature: float = 1.0) -> list[float]:
+        """Log-probs the model gives ``token_ids[prompt_length:]`` after what precedes each."""
+        if not 1 <= prompt_length < len(token_ids):
+            raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([list(token_ids)], device=device)
+        with torch.inference_mode():
+            logits = self.model(ids).logits[0, prompt_length - 1:-1].float() / max(temperature, 1e-6)
+        picked = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, prompt_length:, None])[:, 0]
+        return [float(x) for x in picked]
+
+    def update_weights(self, weights: Mapping[str, torch.Tensor], version: int,
+                       probe: Probe | None = None) -> WeightSync:
+        """Copy ``weights`` (every key must name a parameter or buffer of the model) into the
+        model, read them back, and check the probe. Raises ``WeightSyncError`` on any mismatch:
+        a key prefix the model does not have (``base_model.model.`` from an adapter wrapper) would
+        otherwise load nothing and keep generating from the old weights."""
+        if version <= self._version:
+            raise WeightSyncError(f"weights version {version} is not newer than the engine's {self._version}")
+        if not weights:
+            raise WeightSyncError("an update with no tensors")
+        targets = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
+        unknown = [name for name in weights if name not in targets]
+        if unknown:
+            raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in the engine's model "
+                                  f"(first: {unknown[0]!r}); nothing was loaded")
+        wrong = [n for n, t in weights.items() if tuple(t.shape) != tuple(targets[n].shape)]
+        if wrong:
+            raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, the model's "
+                                  f"{tuple(targets[wrong[0]].shape)}; nothing was loaded")
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                targets[name].copy_(tensor.to(device=targets[name].device, dtype=targets[name].dtype))
+            stale = [n for n, t in weights.items()
+                     if not torch.equal(targets[n], t.to(device=targets[n].device, dtype=targets[n].dtype))]
+        if stale:
+            raise WeightSyncError(f"{len(stale)} tensors read back different from what was sent (first: {stale[0]!r})")
+        self._version = version
+        try:
+            error = check_probe(self, probe) if probe is not None else None
+        except WeightSyncError as exc:
+            self._unverified = f"the update to version {version} failed its check: {exc}"
+            raise
+        self._unverified = ""
+        return WeightSync(version=version, tensors=len(weights), probe_max_error=error)

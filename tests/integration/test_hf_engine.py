@@ -1,0 +1,104 @@
+"""The transformers engine with a real tiny model (built from a config, tokenizer trained here):
+its token ids and log-probs are the model's own (a re-scoring of the same tokens agrees), groups
+of one prompt come back in order, and weight updates are verified: an update that would not take
+effect (keys the model does not have, a stale version, weights other than the trainer's) fails
+loudly instead of leaving the engine on old weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cudarl.rollout.engine import Probe, SamplingSettings, WeightSyncError, resolve_engine_name, vllm_installed
+from cudarl.rollout.hf import HFEngine
+from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.fixture
+def engine(tokenizer) -> HFEngine:
+    return HFEngine(tiny_model(tokenizer, seed=0))
+
+
+def _prompts(tokenizer) -> list[list[int]]:
+    return [tokenizer.encode("class ModelNew(nn.Module):"), tokenizer.encode("__global__ void add_kernel(")]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0], ids=["t1", "t0.7", "greedy"])
+def test_log_probs_are_the_models_own_for_the_tokens_it_sampled(engine, tokenizer, temperature):
+    settings = SamplingSettings(max_new_tokens=8, temperature=temperature, seed=3)
+    generations = engine.generate(_prompts(tokenizer), settings)
+    assert [list(g.prompt_ids) for g in generations] == _prompts(tokenizer)
+    for generation in generations:
+        assert 1 <= len(generation.token_ids) <= 8 and generation.weights_version == 0
+        rescored = engine.score(generation.prompt_ids + generation.token_ids, len(generation.prompt_ids),
+                                temperature=temperature or 1.0)
+        if temperature == 0.0:  # greedy: every token is the argmax, its log-prob at temperature 1
+            assert all(lp <= 0 for lp in generation.logprobs)
+        assert rescored == pytest.approx(list(generation.logprobs), abs=1e-4)
+
+
+def test_a_group_of_one_prompt_comes_back_in_order_with_its_own_samples(engine, tokenizer):
+    prompt = _prompts(tokenizer)[0]
+    generations = engine.generate([prompt] * 4, SamplingSettings(max_new_tokens=6, seed=1))
+    assert [g.request_id for g in generations] == ["0", "1", "2", "3"]
+    assert all(list(g.prompt_ids) == prompt for g in generations)
+    assert len({g.token_ids for g in generations}) > 1  # sampled, not one answer copied
+
+
+def _trainer_probe(trainer: HFEngine, tokenizer, tolerance: float = 1e-4) -> Probe:
+    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a) { out[i] = a[i]; }"))
+    return Probe(token_ids=ids, prompt_length=4, expected_logprobs=tuple(trainer.score(ids, 4)), tolerance=tolerance)
+
+
+def test_a_full_update_takes_effect_and_is_verified_by_the_probe(engine, tokenizer):
+    trainer = HFEngine(tiny_model(tokenizer, seed=1))
+    probe = _trainer_probe(trainer, tokenizer)
+    with pytest.raises(WeightSyncError):  # before the update the engine disagrees with the trainer
+        from cudarl.rollout.engine import check_probe
+
+        check_probe(engine, probe)
+    sync = engine.update_weights(trainer.model.state_dict(), version=1, probe=probe)
+    assert sync.version == engine.weights_version == 1 and sync.probe_max_error < 1e-4
+    generations = engine.generate(_prompts(tokenizer), SamplingSettings(max_new_tokens=4, seed=2))
+    assert all(g.weights_version == 1 for g in generations)
+
+
+def test_a_partial_update_with_the_models_own_names_is_applied(engine, tokenizer):
+    trainer = tiny_model(tokenizer, seed=2)
+    head = {"lm_head.weight": trainer.lm_head.weight.detach().clone()}
+    sync = engine.update_weights(head, version=1)
+    assert sync.tensors == 1 and torch.equal(engine.model.lm_head.weight, head["lm_head.weight"])
+
+
+def test_an_update_that_would_load_nothing_fails_and_leaves_the_engine_as_it_was(engine, tokenizer):
+    before = engine.model.lm_head.weight.detach().clone()
+    adapter_style = {f"base_model.model.{k}": v for k, v in tiny_model(tokenizer, seed=1).state_dict().items()}
+    with pytest.raises(WeightSyncError, match="name nothing in the engine's model"):
+        engine.update_weights(adapter_style, version=1)
+    with pytest.raises(WeightSyncError, match="not newer"):
+        engine.update_weights({"lm_head.weight": before}, version=0)
+    assert engine.weights_version == 0 and torch.equal(engine.model.lm_head.weight, before)
+
+
+def test_weights_other_than_the_trainers_are_caught_and_generation_stops(engine, tokenizer):
+    probe = _trainer_probe(HFEngine(tiny_model(tokenizer, seed=1)), tokenizer)
+    wrong = tiny_model(tokenizer, seed=5).state_dict()  # the trainer's model is seed 1
+    with pytest.raises(WeightSyncError, match="differ from the trainer's"):
+        engine.update_weights(wrong, version=1, probe=probe)
+    with pytest.raises(WeightSyncError, match="refusing to generate"):
+        engine.generate(_prompts(tokenizer), SamplingSettings(max_new_tokens=2))
+
+
+def test_engine_choice_and_settings_are_checked():
+    if not vllm_installed():
+        with pytest.raises(RuntimeError, match="vLLM is not installed"):
+            resolve_engine_name("vllm")
+    assert resolve_engine_name("hf") == "hf" and resolve_engine_name("auto") in ("hf", "vllm")
+    for bad in ({"max_new_tokens": 0}, {"temperature": -1.0}, {"top_p": 0.0}):
+        with pytest.raises(ValueError):
+            SamplingSettings(**bad)
