@@ -4,7 +4,7 @@ a misplaced import fails here rather than as a circular-import error at run time
 Covered: every ``import`` and ``from ... import`` in ``cudarl/`` and ``actors/``, at module
 level or inside functions or ``TYPE_CHECKING`` blocks (a function-level import is still a
 dependency, only a late one): no import circles between modules; imports point down the layers
-(cli -> pool client -> actors -> pool logic -> tester -> tasks -> base), and inside the tester
+(cli -> pool client -> actors -> rollout -> pool logic -> agents -> tester -> tasks -> base), and inside the tester
 the sandbox knows neither builds nor judging and builds know nothing of judging; Python files
 under 400 lines; and that reading a verdict loads the verdict module alone (no torch, no Ray).
 Not covered: imports made by name at run time (``importlib.import_module`` in the lazy package
@@ -28,7 +28,9 @@ LAYERS = {
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
     "actors": 40,
+    "cudarl.rollout": 35,  # engines and the episode loop (judges through a callable, not the pool client)
     "cudarl.pool.book": 30, "cudarl.pool.records": 30, "cudarl.pool.scaling": 30, "cudarl.metrics": 30,
+    "cudarl.agents": 26,  # prompts, parsing, feedback, trajectories: read verdicts and tasks
     "cudarl.tester": 24,  # the lazy face
     "cudarl.tester.tester": 24, "cudarl.tester.batch": 24, "cudarl.tester.judgement": 24,
     "cudarl.tester.judging": 22,
