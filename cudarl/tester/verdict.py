@@ -30,6 +30,7 @@ class Outcome(str, Enum):
     CORRECT = "correct"  # correct, timing disabled
     COMPILED = "compiled"  # stages 1-2 only (no GPU here)
     REJECTED = "rejected"  # a hardening rule refused it (static or at run time); reasons name the rule
+    FORMAT_ERROR = "format_error"  # a policy's answer held no usable candidate (cudarl.agents.parsing)
     PARSE_ERROR = "parse_error"
     COMPILE_ERROR = "compile_error"
     COMPILE_TIMEOUT = "compile_timeout"
