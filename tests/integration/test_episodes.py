@@ -1,0 +1,98 @@
+"""Episodes end to end with real parts: a tiny real model behind the transformers engine, the
+real chat template and parsing, candidates judged by a real tester (compile-only here: no GPU).
+
+- default: a random tiny model (its answers hold no code, so every turn is a ``format_error``
+  and nothing is judged): three turns in both context modes, engine log-probs equal to a
+  re-scoring, masks exactly on the generated tokens, the ``full`` mode one growing sequence.
+- slow: a tiny model trained here until it answers the task with an honest nvrtc kernel: its
+  candidate is judged by a real local TesterPool on Ray (compile-only verdicts), a repeated
+  candidate reuses its verdict instead of being judged again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cudarl.agents.prompts import generator_prompt, system_prompt
+from cudarl.rollout.chat import ChatTokens
+from cudarl.rollout.engine import SamplingSettings
+from cudarl.rollout.episodes import EpisodeSettings, run_episodes
+from cudarl.rollout.hf import HFEngine
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from cudarl.tester.verdict import Outcome
+from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, tiny_model
+
+TASK = {t.id: t for t in load_suite()}["vector_add"]
+ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
+          + suite_solutions({"vector_add"}, form="nvrtc")[0].source + "```\n")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return chat_tokenizer([system_prompt(), generator_prompt(TASK), ANSWER])
+
+
+def _never_called(pairs):
+    raise AssertionError(f"nothing should be judged, got {len(pairs)} candidates")
+
+
+def _check_tokens(engine: HFEngine, trajectory) -> None:
+    for turn in trajectory.turns:
+        rescored = engine.score(turn.prompt_ids + turn.response_ids, len(turn.prompt_ids))
+        assert rescored == pytest.approx(list(turn.logprobs), abs=1e-4)
+        assert sum(turn.loss_mask) == len(turn.response_ids) and turn.loss_mask[-len(turn.response_ids):] == \
+            (1,) * len(turn.response_ids)
+
+
+@pytest.mark.parametrize("mode", ["code_and_feedback", "full"])
+def test_three_turns_of_a_random_model_are_token_exact(tokenizer, mode):
+    engine, chat = HFEngine(tiny_model(tokenizer, seed=1)), ChatTokens(tokenizer)
+    settings = EpisodeSettings(optimizer_turns=2, context_mode=mode, sampling=SamplingSettings(max_new_tokens=12, seed=0))
+    (trajectory,) = run_episodes(engine, chat, _never_called, [(TASK, "ep0")], settings)
+    assert [t.role for t in trajectory.turns] == ["generator", "optimizer", "optimizer"]
+    assert all(t.verdict.outcome == Outcome.FORMAT_ERROR and t.candidate_hash is None for t in trajectory.turns)
+    assert trajectory.weights_versions == (0, 0, 0) and trajectory.stopped_because == "max_turns"
+    _check_tokens(engine, trajectory)
+    if mode == "full":
+        ids, mask = trajectory.as_sequence()  # every prompt extends the one before: never re-rendered
+        assert sum(mask) == sum(len(t.response_ids) for t in trajectory.turns)
+        assert len(ids) == len(trajectory.turns[-1].prompt_ids) + len(trajectory.turns[-1].response_ids)
+    else:
+        assert trajectory.turns[1].prompt_ids != trajectory.turns[0].prompt_ids  # a fresh optimizer prompt
+
+
+@pytest.mark.slow
+def test_an_episode_against_a_real_tester_pool(tokenizer):
+    """The memorized policy answers with an honest kernel; the pool judges it once."""
+    import ray
+
+    from cudarl.config import CudarlConfig
+    from cudarl.pool import start_pool
+
+    chat = ChatTokens(tokenizer)
+    first_prompt = chat.prompt(system_prompt(), generator_prompt(TASK))
+    engine = HFEngine(memorized_model(tokenizer, first_prompt, ANSWER))
+    greedy = SamplingSettings(max_new_tokens=400, temperature=0.0)
+    assert chat.decode(engine.generate([first_prompt], greedy)[0].token_ids).strip() == ANSWER.strip()
+
+    config = CudarlConfig.model_validate({"tester": {"compile": {"mode": "kernel"}},
+                                          "pool": {"min_compile_workers": 1, "max_compile_workers": 1}})
+    try:
+        pool = start_pool(config, num_cpus=2)
+        calls: list[int] = []
+
+        def judge(pairs):
+            calls.append(len(pairs))
+            return pool.judge(pairs)
+
+        settings = EpisodeSettings(optimizer_turns=2, context_mode="full", sampling=greedy)
+        (trajectory,) = run_episodes(engine, chat, judge, [(TASK, "ep-pool")], settings)
+        pool.shutdown()
+    finally:
+        ray.shutdown()
+    first = trajectory.turns[0]
+    assert first.verdict.outcome == Outcome.COMPILED and first.candidate_hash, first.verdict.reasons
+    assert len(trajectory.turns) == 3 and calls and sum(calls) <= len({t.candidate_hash for t in trajectory.turns})
+    repeats = [t for t in trajectory.turns[1:] if t.candidate_hash == first.candidate_hash]
+    assert all(t.verdict is first.verdict for t in repeats)  # reused, not judged again
+    _check_tokens(engine, trajectory)
