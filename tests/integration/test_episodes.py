@@ -47,7 +47,8 @@ def _check_tokens(engine: HFEngine, trajectory) -> None:
 @pytest.mark.parametrize("mode", ["code_and_feedback", "full"])
 def test_three_turns_of_a_random_model_are_token_exact(tokenizer, mode):
     engine, chat = HFEngine(tiny_model(tokenizer, seed=1)), ChatTokens(tokenizer)
-    settings = EpisodeSettings(optimizer_turns=2, context_mode=mode, sampling=SamplingSettings(max_new_tokens=12, seed=0))
+    sampling = SamplingSettings(max_new_tokens=12, seed=0)
+    settings = EpisodeSettings(optimizer_turns=2, context_mode=mode, sampling=sampling)
     (trajectory,) = run_episodes(engine, chat, _never_called, [(TASK, "ep0")], settings)
     assert [t.role for t in trajectory.turns] == ["generator", "optimizer", "optimizer"]
     assert all(t.verdict.outcome == Outcome.FORMAT_ERROR and t.candidate_hash is None for t in trajectory.turns)
