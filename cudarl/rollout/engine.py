@@ -119,7 +119,6 @@ def resolve_engine_name(name: EngineName) -> Literal["hf", "vllm"]:
         raise RuntimeError("engine 'vllm' was chosen but vLLM is not installed (pip install vllm==0.20.0, "
                            "which needs a CUDA machine with torch 2.11); use engine 'hf' or 'auto'")
     if name == "auto":
-        import torch
-
-        return "vllm" if vllm_installed() and torch.cuda.is_available() else "hf"
+        return "hf"  # vLLM joins "auto" once its engine is built (``load_engine``)
     return name
+

@@ -1,0 +1,43 @@
+"""The policy actor on a real local Ray cluster: a tiny real model saved to a folder and loaded by
+path (the real loading code), generation through the actor with the engine's token ids and the
+weights version, and a verified weight update pushed through it."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.policy import PolicySpec, generator_policy
+from cudarl.rollout.engine import Probe, SamplingSettings
+from cudarl.rollout.hf import HFEngine
+from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
+
+
+def test_a_spec_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="role"):
+        PolicySpec(role="critic", model="m")
+    with pytest.raises(ValueError, match="gpu_share"):
+        PolicySpec(role="generator", model="m", gpu_share=1.5)
+
+
+@pytest.mark.slow
+def test_a_generator_policy_generates_and_takes_verified_weights(tmp_path):
+    import ray
+
+    tokenizer = tiny_tokenizer()
+    tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    trainer = HFEngine(tiny_model(tokenizer, seed=1))  # the trainer's newer weights
+    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
+    probe = Probe(token_ids=ids, prompt_length=3, expected_logprobs=tuple(trainer.score(ids, 3)), tolerance=1e-4)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        policy = generator_policy(str(tmp_path / "model"), engine="hf")
+        assert ray.get(policy.ready.remote()) == {"role": "generator", "model": str(tmp_path / "model"),
+                                                  "weights_version": 0}
+        prompt = tokenizer.encode("class ModelNew(nn.Module):")
+        (before,) = ray.get(policy.generate.remote([prompt], SamplingSettings(max_new_tokens=6, seed=0)))
+        sync = ray.get(policy.update_weights.remote(trainer.model.state_dict(), 1, probe))
+        (after,) = ray.get(policy.generate.remote([prompt], SamplingSettings(max_new_tokens=6, seed=0)))
+    finally:
+        ray.shutdown()
+    assert before.weights_version == 0 and after.weights_version == 1 and sync.probe_max_error < 1e-4
+    assert list(before.prompt_ids) == prompt and len(after.token_ids) == len(after.logprobs) >= 1
