@@ -79,6 +79,12 @@ def test_the_shim_builds_and_its_preload_goes_in_front(tmp_path, monkeypatch):
     assert preload_environment(library) == {"LD_PRELOAD": f"{library}:/opt/other.so"}
 
 
+def test_a_broken_compiler_leaves_the_tester_without_a_shim_not_without_a_verdict(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setattr(shutil, "which", lambda name: "/bin/false" if name in ("/bin/false", "cc", "gcc") else None)
+    assert build_shim(tmp_path) is None
+
+
 def test_an_extensions_launches_bind_to_the_preloaded_shim(tmp_path):
     """A real nvcc-built shared library launching a kernel: its launch symbols resolve to the
     shim (the dynamic linker says so, ``LD_DEBUG=bindings``), not to the CUDA runtime."""

@@ -101,7 +101,18 @@ LIBRARY_NAME = "libcudarl_launch_shim.so"
 
 
 def build_shim(root: Path) -> Path | None:
-    """The shim compiled once per source under ``root`` (None without a C compiler)."""
+    """The shim compiled once per source under ``root``; None without a working C compiler (the
+    judge then says the knockout was unavailable and the time share decides), never an error:
+    a tester must still judge without it."""
+    try:
+        return _build(root)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"cudarl: the launch shim could not be built ({exc}); own-kernel dependence falls back to the "
+              "time share", flush=True)
+        return None
+
+
+def _build(root: Path) -> Path | None:
     compiler = shutil.which(env.get(env.CC) or "cc") or shutil.which("gcc")
     if compiler is None:
         return None
