@@ -13,6 +13,7 @@ a new message is added: in ``full`` mode those are exactly what must not be re-r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 _MARKER = "cudarl-assistant-marker-5c1e"
@@ -38,17 +39,25 @@ class ChatTokens:
         return self.encode(self._text([{"role": "system", "content": system}, {"role": "user", "content": user}],
                                       open_assistant=True))
 
+    @functools.cached_property
+    def _assistant_end(self) -> tuple[list[dict], str, str]:
+        """(a conversation ending on a marker assistant message, its rendered text, the text the
+        template closes an assistant message with): the same for every feedback, found once."""
+        head = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": _MARKER}]
+        closed = self._text(head, open_assistant=False)
+        if _MARKER not in closed:
+            raise ValueError("the chat template drops assistant messages; full context mode cannot use it")
+        return head, closed, closed[closed.index(_MARKER) + len(_MARKER):]
+
     def feedback(self, user: str, response_ids: Sequence[int]) -> list[int]:
         """Tokens to append after the engine's ``response_ids``: the rest of the assistant's
         closing (the end-of-turn token itself when the response stopped before it) and a user
         message, ready for the next answer."""
-        head = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                {"role": "assistant", "content": _MARKER}]
-        closed = self._text(head, open_assistant=False)
+        head, closed, closing = self._assistant_end
         follow = self._text(head + [{"role": "user", "content": user}], open_assistant=True)
-        if _MARKER not in closed or not follow.startswith(closed):
+        if not follow.startswith(closed):
             raise ValueError("the chat template re-renders earlier messages; full context mode cannot use it")
-        closing = closed[closed.index(_MARKER) + len(_MARKER):]
         tail = follow[len(closed):]
         ended_on_eos = bool(response_ids) and response_ids[-1] == self.tokenizer.eos_token_id
         if ended_on_eos and self.eos_text and closing.startswith(self.eos_text):

@@ -93,31 +93,31 @@ def run_episodes(engine: RolloutEngine, chat: ChatTokens, judge: Judge, tasks: S
 def _judge_turn(active: list[_Episode], generations: list[Generation], chat: ChatTokens, judge: Judge,
                 turn: int) -> list[tuple[Verdict, ParsedAnswer, str | None]]:
     """(verdict, parsed answer, candidate hash) per active episode; one ``judge`` call for the turn."""
-    results: list[tuple[Verdict, ParsedAnswer, str | None] | None] = []
+    verdicts: list[Verdict | None] = []
     parsed_answers: list[ParsedAnswer] = []
-    pending: list[tuple[int, Task, Candidate]] = []
+    hashes: list[str | None] = []
+    pending: list[tuple[int, Candidate]] = []
     for index, (episode, generation) in enumerate(zip(active, generations)):
         answer = chat.decode(generation.token_ids)
         parsed = parse_answer(answer)
         parsed_answers.append(parsed)
         candidate_id = f"{episode.episode_id}/t{turn}"
         if not parsed.ok:
-            results.append((format_error_verdict(episode.task.id, candidate_id, parsed.problem, answer), parsed, None))
+            verdicts.append(format_error_verdict(episode.task.id, candidate_id, parsed.problem, answer))
+            hashes.append(None)
             continue
         candidate = Candidate(task_id=episode.task.id, id=candidate_id, source=parsed.source)
-        if candidate.source_hash in episode.judged:  # never judge the same candidate twice
-            results.append((episode.judged[candidate.source_hash], parsed, candidate.source_hash))
-            continue
-        results.append(None)
-        pending.append((index, episode.task, candidate))
+        hashes.append(candidate.source_hash)
+        verdicts.append(episode.judged.get(candidate.source_hash))  # never judge the same candidate twice
+        if verdicts[-1] is None:
+            pending.append((index, candidate))
     if pending:
-        verdicts = judge([(task, candidate) for _, task, candidate in pending])
-        if len(verdicts) != len(pending):
-            raise RuntimeError(f"the judge returned {len(verdicts)} verdicts for {len(pending)} candidates")
-        for (index, _, candidate), verdict in zip(pending, verdicts):
-            active[index].judged[candidate.source_hash] = verdict
-            results[index] = (verdict, parsed_answers[index], candidate.source_hash)
-    return [r for r in results if r is not None]
+        judged = judge([(active[index].task, candidate) for index, candidate in pending])
+        if len(judged) != len(pending):
+            raise RuntimeError(f"the judge returned {len(judged)} verdicts for {len(pending)} candidates")
+        for (index, candidate), verdict in zip(pending, judged):
+            active[index].judged[candidate.source_hash] = verdicts[index] = verdict
+    return list(zip(verdicts, parsed_answers, hashes))
 
 
 def _record(episode: _Episode, generation: Generation, verdict: Verdict, parsed: ParsedAnswer,

@@ -114,10 +114,10 @@ class HFEngine:
             raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, the model's "
                                   f"{tuple(targets[wrong[0]].shape)}; nothing was loaded")
         with torch.no_grad():
-            for name, tensor in weights.items():
-                targets[name].copy_(tensor.to(device=targets[name].device, dtype=targets[name].dtype))
-            stale = [n for n, t in weights.items()
-                     if not torch.equal(targets[n], t.to(device=targets[n].device, dtype=targets[n].dtype))]
+            incoming = {n: t.to(device=targets[n].device, dtype=targets[n].dtype) for n, t in weights.items()}
+            for name, tensor in incoming.items():
+                targets[name].copy_(tensor)
+            stale = [name for name, tensor in incoming.items() if not torch.equal(targets[name], tensor)]
         if stale:
             raise WeightSyncError(f"{len(stale)} tensors read back different from what was sent (first: {stale[0]!r})")
         self._version = version

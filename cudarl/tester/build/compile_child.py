@@ -10,7 +10,6 @@ loads the extension itself. The start every child shares is ``sandbox.child_side
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from cudarl.tester.sandbox.channel import ResultWriter
@@ -18,20 +17,14 @@ from cudarl.tester.sandbox.child_side import describe_exception, file_too_large,
 
 
 def confine_writes(job: dict) -> str:
-    """Confine this child's writes to the build folder and the candidate's folder, with a
-    private temporary folder for the compilers in the candidate's folder (removed after the
-    build; the build folder is an artifact and must not collect temporary files)."""
-    from cudarl import _compat, env
-    from cudarl.tester.sandbox.write_guard import restrict_writes
+    """Confine this child's writes to the build folder and the candidate's folder (the private
+    temporary folder is removed after the build; the build folder is an artifact and must not
+    collect temporary files)."""
+    from cudarl import _compat
+    from cudarl.tester.sandbox.write_guard import confine_to
 
-    build_root = Path(job["build_root"])
-    private_tmp = Path(job["candidate_path"]).parent / "tmp"
-    private_tmp.mkdir(parents=True, exist_ok=True)
-    build_root.mkdir(parents=True, exist_ok=True)
-    env.set_for_children(env.TMPDIR, str(private_tmp))
-    tempfile.tempdir = None  # Python's own temporary files follow TMPDIR too
     _compat.cuda_library_include_dirs()  # its shared links are made before writes are confined
-    return restrict_writes([str(build_root), str(Path(job["candidate_path"]).parent)])
+    return confine_to(Path(job["candidate_path"]).parent, Path(job["build_root"]))
 
 
 def run_compile(job: dict, results: ResultWriter) -> None:

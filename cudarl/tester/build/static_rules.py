@@ -38,6 +38,7 @@ ALLOWED_IMPORTS = frozenset({
 # ``os.write`` the result pipes, ``os._exit``/``os.fork``/``os.system`` end or multiply the process.
 # Inside functions (per call) ``os`` is refused: an honest forward has no use for the environment.
 OS_ATTRIBUTES = frozenset({"environ", "getenv", "path", "cpu_count"})
+_OS_USES = ", ".join(f"os.{name}" for name in sorted(OS_ATTRIBUTES))
 # Modules and frame internals reachable as attributes of allowed modules (``torch.sys``,
 # ``typing.sys``, ``cpp_extension.subprocess``): refused wherever they appear in an attribute chain.
 FORBIDDEN_ATTRIBUTES = frozenset({
@@ -121,7 +122,7 @@ class _Checker(ast.NodeVisitor):
             if alias.name not in ALLOWED_IMPORTS:
                 self.add("import", f"`import {alias.name}` is not allowed (candidates may import "
                          f"{', '.join(sorted(ALLOWED_IMPORTS))}, and os for module-level "
-                         f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))})", node)
+                         f"{_OS_USES})", node)
             self.imported[(alias.asname or alias.name).split(".")[0]] = alias.name
         self.generic_visit(node)
 
@@ -140,7 +141,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if self.imported.get(node.id) == "os" and id(node) not in self.os_uses:
             self.add("import", f"`{node.id}` (os) may only be used as "
-                     f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))}", node)
+                     f"{_OS_USES}", node)
         if node.id in FORBIDDEN_CALLS:
             self.add("call", f"`{node.id}` is not allowed (dynamic code, introspection, files or exits)", node)
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ("__name__", "__file__"):
@@ -155,7 +156,7 @@ class _Checker(ast.NodeVisitor):
             self.os_uses.add(id(node.value))
             if node.attr not in OS_ATTRIBUTES:
                 self.add("import", f"`os.{node.attr}` is not allowed (os may be used for "
-                         f"{', '.join(f'os.{a}' for a in sorted(OS_ATTRIBUTES))})", node)
+                         f"{_OS_USES})", node)
             elif self.depth > 0:
                 self.add("import", f"`os.{node.attr}` inside a function: os is for module-level build "
                          "settings only", node)

@@ -44,22 +44,6 @@ _write_frame = _channel.write_frame
 _read_frame = _channel.read_frame
 
 
-def confine_writes(folder: Path, build_root: Path) -> str:
-    """Before any candidate code runs: writes only into the candidate's folder (a private
-    temporary folder in it) and its build folder, as in the build (``sandbox.write_guard``)."""
-    import tempfile
-
-    from cudarl import env
-    from cudarl.tester.sandbox.write_guard import restrict_writes
-
-    private_tmp = folder / "tmp"
-    private_tmp.mkdir(parents=True, exist_ok=True)
-    build_root.mkdir(parents=True, exist_ok=True)
-    env.set_for_children(env.TMPDIR, str(private_tmp))
-    tempfile.tempdir = None
-    return f"runner: {restrict_writes([str(folder), str(build_root)])}"
-
-
 class Runner:
     def __init__(self, warm_profiler: bool = False) -> None:
         import torch
@@ -155,7 +139,9 @@ class Runner:
         if request.drop_capabilities:
             self.notes.append(self.hardening.drop_capabilities())
         if request.restrict_writes:
-            self.notes.append(confine_writes(Path(request.candidate_path).parent, Path(request.build_root)))
+            from cudarl.tester.sandbox.write_guard import confine_to
+
+            self.notes.append(f"runner: {confine_to(Path(request.candidate_path).parent, Path(request.build_root))}")
         on_gpu = self.device.type == "cuda"
         if on_gpu:
             self.knockout.install_on_nvrtc()
@@ -229,7 +215,6 @@ class Runner:
             return again
 
         depends, note = self.knockout.forward_depends(checked_forward, expected)
-        self._sync()
         self._build_model()
         return {"depends": depends, "note": note}
 

@@ -7,8 +7,8 @@ every write outside the folders named here, for this thread and everything it st
 created, changed, truncated, renamed or removed elsewhere. Devices stay openable for writing (a
 GPU is opened read-write), but no file can be made under ``/dev``.
 
-Covered: the compile child (its build folder, the candidate's folder, a private temporary
-folder; ``sandbox.restrict_writes``). Not covered: threads that were already running when the
+Covered: the compile child and the runner (its build folder, the candidate's folder, a private
+temporary folder; ``sandbox.restrict_writes``; ``confine_to``). Not covered: threads that were already running when the
 restriction was applied (Landlock confines the calling thread and its later descendants; the
 child applies it on its main thread before it imports the candidate), and reads (everything
 stays readable). Without Landlock (an older kernel, or one built without it) writes stay
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import tempfile
+from pathlib import Path
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and aarch64
 _CREATE_RULESET_VERSION = 1
@@ -74,3 +76,17 @@ def restrict_writes(writable: list[str], devices: str = "/dev") -> str:
     finally:
         os.close(ruleset)
     return f"writes confined to {', '.join(writable)} (Landlock ABI {abi})"
+
+
+def confine_to(folder: Path, build_root: Path) -> str:
+    """What a compile child and a runner do before any candidate code runs: writes only into the
+    candidate's ``folder`` (with a private temporary folder in it, which ``TMPDIR`` and Python's
+    own temporary files follow) and its ``build_root``; returns the note."""
+    from cudarl import env
+
+    private_tmp = folder / "tmp"
+    private_tmp.mkdir(parents=True, exist_ok=True)
+    build_root.mkdir(parents=True, exist_ok=True)
+    env.set_for_children(env.TMPDIR, str(private_tmp))
+    tempfile.tempdir = None
+    return restrict_writes([str(build_root), str(folder)])
