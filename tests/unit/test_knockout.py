@@ -33,6 +33,13 @@ def test_same_bits_treats_identical_nans_as_equal_and_any_difference_as_not():
     assert same_outputs([a, 3], [a.clone(), 3]) and not same_outputs([a, 3], [a.clone(), 4])
 
 
+def test_same_bits_compares_zero_dimensional_results():
+    """A loss is a 0-d tensor; found on the GPU when the knockout compared mse_loss's output."""
+    a = torch.tensor(float("nan"))
+    assert same_bits(a, a.clone()) and not same_bits(torch.tensor(1.0), torch.tensor(2.0))
+    assert same_outputs([torch.tensor(3.0)], [torch.tensor(3.0)])
+
+
 def test_without_a_held_back_launch_the_check_is_undecided_and_a_raise_means_dependence():
     knockout = Knockout(shim=None)
     x = torch.randn(4)
