@@ -1,11 +1,15 @@
 """GeneratorPolicy / OptimizerPolicy: one policy class holding a generation engine, in two roles.
 
 Why one class: both roles generate, score and take weights the same way; the role only names
-the actor and its adapter (one base model with one adapter per role, or two models). The engine
-lives in the actor so rollouts run where the weights are; verdicts and trajectories travel as
-object refs. GPU share: ``PolicySpec.gpu_share`` is a fractional ``num_gpus`` (on one GPU the
-policies, the bench workers and the trainer share it; an actor holding a whole GPU would
-deadlock Ray Train waiting for one). Not covered yet: per-role LoRA adapters, vLLM.
+the actor and its adapter. Two layouts: one actor per role, each with its own model (``role``
+"generator" or "optimizer"), or one actor serving both roles over one base model with one LoRA
+adapter each (``role`` "both", ``lora`` set: half the GPU memory, and the roles take turns on
+the engine). With ``lora`` set, every call names its role and runs with that role's adapter;
+weight updates then go to the role's adapter (the trainer's peft state dict). The engine lives
+in the actor so rollouts run where the weights are; verdicts and trajectories travel as object
+refs. GPU share: ``PolicySpec.gpu_share`` is a fractional ``num_gpus`` (on one GPU the policies,
+the bench workers and the trainer share it; an actor holding a whole GPU would deadlock Ray
+Train waiting for one).
 """
 
 from __future__ import annotations
@@ -16,56 +20,87 @@ from typing import Literal
 
 import ray
 
-from cudarl.rollout.engine import EngineName, Generation, Probe, SamplingSettings, WeightSync
+from cudarl.rollout.engine import EngineName, Generation, LoraSettings, Probe, SamplingSettings, WeightSync
 from cudarl.rollout.loading import load_engine
+
+Role = Literal["generator", "optimizer"]
+ROLES: tuple[Role, ...] = ("generator", "optimizer")
 
 
 @dataclass(frozen=True)
 class PolicySpec:
     """What a policy actor loads."""
 
-    role: Literal["generator", "optimizer"]
+    role: Literal["generator", "optimizer", "both"]
+    """The role served; "both" shares one base model between the roles (needs ``lora``)."""
     model: str
     """Hub name or local folder of the model (the real loading code)."""
     engine: EngineName = "auto"
     dtype: str = "auto"
     gpu_share: float = 0.0
     """Fraction of a GPU reserved for this actor (0 on a CPU-only machine)."""
+    lora: LoraSettings | None = None
+    """One LoRA adapter per role served, named after the role (None: the roles use the base weights)."""
 
     def __post_init__(self) -> None:
-        if self.role not in ("generator", "optimizer"):
-            raise ValueError(f"role must be 'generator' or 'optimizer', got {self.role!r}")
+        if self.role not in (*ROLES, "both"):
+            raise ValueError(f"role must be 'generator', 'optimizer' or 'both', got {self.role!r}")
         if not 0.0 <= self.gpu_share <= 1.0:
             raise ValueError(f"gpu_share must be in [0, 1], got {self.gpu_share}")
+        if self.role == "both" and self.lora is None:
+            raise ValueError("role 'both' shares one base model between the roles: it needs lora settings "
+                             "(one adapter per role)")
+        if isinstance(self.lora, dict):  # from asdict() on the way into the actor
+            object.__setattr__(self, "lora", LoraSettings(**{**self.lora,
+                                                            "target_modules": tuple(self.lora["target_modules"])}))
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        return ROLES if self.role == "both" else (self.role,)
 
 
 class Policy:
-    """A role's engine behind Ray: generate, score, update weights (verified)."""
+    """Roles' engine behind Ray: generate, score, update weights (verified)."""
 
     def __init__(self, spec: dict) -> None:
         self.spec = PolicySpec(**spec)
         device = "cuda" if self.spec.gpu_share > 0 else "cpu"
         self.engine = load_engine(self.spec.model, self.spec.engine, self.spec.dtype, device)
+        if self.spec.lora is not None:
+            for role in self.spec.roles:
+                self.engine.add_adapter(role, self.spec.lora)
+
+    def _adapter(self, role: Role | None) -> str | None:
+        role = role or (self.spec.roles[0] if len(self.spec.roles) == 1 else None)
+        if role not in self.spec.roles:
+            raise ValueError(f"this policy serves {', '.join(self.spec.roles)}; name one of them, got {role!r}")
+        return role if self.spec.lora is not None else None
 
     def ready(self) -> dict:
-        return {"role": self.spec.role, "model": self.spec.model, "weights_version": self.engine.weights_version}
+        versions = {role: self.engine.version_of(self._adapter(role)) for role in self.spec.roles}
+        return {"roles": list(self.spec.roles), "model": self.spec.model, "adapters": list(self.engine.adapters),
+                "weights_versions": versions}
 
-    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Generation]:
-        return self.engine.generate(prompts, settings)
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                 role: Role | None = None) -> list[Generation]:
+        return self.engine.generate(prompts, settings, adapter=self._adapter(role))
 
-    def score(self, token_ids: Sequence[int], prompt_length: int) -> list[float]:
-        return self.engine.score(token_ids, prompt_length)
+    def score(self, token_ids: Sequence[int], prompt_length: int, role: Role | None = None) -> list[float]:
+        return self.engine.score(token_ids, prompt_length, adapter=self._adapter(role))
 
-    def update_weights(self, weights: Mapping, version: int, probe: Probe | None = None) -> WeightSync:
-        return self.engine.update_weights(weights, version, probe)
+    def update_weights(self, weights: Mapping, version: int, probe: Probe | None = None,
+                       role: Role | None = None) -> WeightSync:
+        """The role's adapter (with ``lora``) or the model's weights, verified by the probe."""
+        return self.engine.update_weights(weights, version, probe, adapter=self._adapter(role))
 
 
 PolicyActor = ray.remote(num_cpus=1, max_restarts=0)(Policy)
 
 
 def start_policy(spec: PolicySpec):
-    """The role's actor (``cudarl-generator`` / ``cudarl-optimizer``), with its GPU share."""
-    return PolicyActor.options(name=f"cudarl-{spec.role}", num_gpus=spec.gpu_share).remote(asdict(spec))
+    """The actor (``cudarl-generator``, ``cudarl-optimizer`` or ``cudarl-policy``), with its GPU share."""
+    name = "cudarl-policy" if spec.role == "both" else f"cudarl-{spec.role}"
+    return PolicyActor.options(name=name, num_gpus=spec.gpu_share).remote(asdict(spec))
 
 
 def generator_policy(model: str, **settings) -> object:
@@ -74,3 +109,8 @@ def generator_policy(model: str, **settings) -> object:
 
 def optimizer_policy(model: str, **settings) -> object:
     return start_policy(PolicySpec(role="optimizer", model=model, **settings))
+
+
+def shared_policy(model: str, lora: LoraSettings | None = None, **settings) -> object:
+    """Both roles in one actor over one base model, one LoRA adapter each."""
+    return start_policy(PolicySpec(role="both", model=model, lora=lora or LoraSettings(), **settings))

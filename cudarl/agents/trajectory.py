@@ -30,6 +30,7 @@ class TurnSample:
     verdict: Verdict
     candidate_hash: str | None  # None when the answer held no usable candidate (format_error)
     finished: bool  # the response ended on an end-of-sequence token (False: cut at the length limit)
+    adapter: str | None = None  # the LoRA adapter that generated the response (None: the base weights)
 
     def __post_init__(self) -> None:
         if len(self.response_ids) != len(self.logprobs):

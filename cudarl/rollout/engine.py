@@ -4,8 +4,11 @@ Why one small interface: the episode loop, the trainer's weight sync and the ben
 care whether transformers or vLLM generates. Everything crossing it is token ids (never text to be
 re-tokenized), per-token log-probs of the sampled tokens, and the weights version. Covered here:
 the records, ``WeightSyncError``, the probe check every engine's ``update_weights`` uses, and
-``make_engine`` (which engine, with a clear error when the chosen one is not installed). Not
-covered: LoRA adapters per role (next step: one base model, one adapter per role).
+``resolve_engine_name`` (which engine, with a clear error when the chosen one is not installed),
+and ``LoraSettings``. Adapters: an engine may hold named LoRA adapters over one base model (one
+per role); ``adapter=None`` means the base weights. Versions are kept per adapter (the base has
+its own): a sample records the version of the weights that produced it, so a trainer that
+updates only the generator's adapter never mislabels the optimizer's samples.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class Generation:
     logprobs: tuple[float, ...]
     finished: bool  # ended on an end-of-sequence token (False: cut at max_new_tokens)
     weights_version: int
+    adapter: str | None = None  # the LoRA adapter generating (None: the base weights)
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):
@@ -73,6 +77,26 @@ class WeightSync:
     tensors: int
     probe_max_error: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    adapter: str | None = None  # the adapter updated (None: the base weights)
+    seconds: float = 0.0  # wall time of the update, checks included
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """A LoRA adapter's shape; the trainer's adapters must have the same (their tensors replace these)."""
+
+    rank: int = 16
+    alpha: int = 32
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    """Module names the adapter wraps (Qwen2/Llama names by default)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rank <= 1024:
+            raise ValueError(f"LoRA rank must be in [1, 1024], got {self.rank}")
+        if self.alpha <= 0:
+            raise ValueError(f"LoRA alpha must be positive, got {self.alpha}")
+        if not self.target_modules:
+            raise ValueError("LoRA target_modules must name at least one module")
 
 
 class WeightSyncError(RuntimeError):
@@ -86,19 +110,29 @@ class RolloutEngine(Protocol):
 
     @property
     def weights_version(self) -> int: ...
+    """The base weights' version."""
 
-    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Generation]: ...
+    @property
+    def adapters(self) -> tuple[str, ...]: ...
 
-    def score(self, token_ids: Sequence[int], prompt_length: int) -> list[float]: ...
+    def version_of(self, adapter: str | None = None) -> int: ...
 
-    def update_weights(self, weights: Mapping[str, object], version: int, probe: Probe | None = None) -> WeightSync:
+    def add_adapter(self, name: str, settings: LoraSettings) -> None: ...
+
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                 adapter: str | None = None) -> list[Generation]: ...
+
+    def score(self, token_ids: Sequence[int], prompt_length: int, adapter: str | None = None) -> list[float]: ...
+
+    def update_weights(self, weights: Mapping[str, object], version: int, probe: Probe | None = None,
+                       adapter: str | None = None) -> WeightSync:
         ...
 
 
-def check_probe(engine: RolloutEngine, probe: Probe) -> float:
+def check_probe(engine: RolloutEngine, probe: Probe, adapter: str | None = None) -> float:
     """The largest log-prob difference between the engine and the trainer on the probe; raises
     ``WeightSyncError`` above the probe's tolerance (the update did not take, or took other weights)."""
-    got = engine.score(probe.token_ids, probe.prompt_length)
+    got = engine.score(probe.token_ids, probe.prompt_length, adapter=adapter)
     if len(got) != len(probe.expected_logprobs):
         raise WeightSyncError(f"probe: the engine scored {len(got)} tokens, the trainer {len(probe.expected_logprobs)}")
     error = max((abs(a - b) for a, b in zip(got, probe.expected_logprobs)), default=0.0)

@@ -11,7 +11,9 @@ Context modes: ``code_and_feedback`` (default, as published kernel-RL systems do
 optimizer prompt is rendered afresh from the task, the best code so far, the trajectory and the
 last feedback; earlier reasoning is dropped) or ``full`` (the previous prompt, the engine's
 response ids and the feedback tokens, appended and never re-rendered).
-Not covered: rewards (``cudarl.reward``) and the policies' actors (``actors/``).
+Roles: the generator's turn and the optimizer's turns may use different LoRA adapters of one
+engine (``EpisodeSettings.generator_adapter`` / ``optimizer_adapter``); every turn records its
+adapter and weights version. Not covered: rewards (``cudarl.reward``), the policies' actors (``actors/``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class EpisodeSettings:
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     max_prompt_tokens: int = 16384
     """An episode whose next prompt is longer stops (``context_limit``)."""
+    generator_adapter: str | None = None
+    """The engine's LoRA adapter for the first turn (None: the base weights)."""
+    optimizer_adapter: str | None = None
+    """The engine's LoRA adapter for the optimizer turns (None: the base weights)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.optimizer_turns <= 64:
@@ -80,7 +86,8 @@ def run_episodes(engine: RolloutEngine, chat: ChatTokens, judge: Judge, tasks: S
         active = [e for e in active if not e.stopped]
         if not active:
             break
-        generations = engine.generate([e.prompt_ids for e in active], settings.sampling)
+        adapter = settings.generator_adapter if turn == 0 else settings.optimizer_adapter
+        generations = engine.generate([e.prompt_ids for e in active], settings.sampling, adapter=adapter)
         verdicts = _judge_turn(active, generations, chat, judge, turn)
         for episode, generation, (verdict, parsed, candidate_hash) in zip(active, generations, verdicts):
             _record(episode, generation, verdict, parsed, candidate_hash, turn)
@@ -126,7 +133,7 @@ def _record(episode: _Episode, generation: Generation, verdict: Verdict, parsed:
     episode.turns.append(TurnSample(
         role="generator" if turn == 0 else "optimizer", prompt_ids=tuple(episode.prompt_ids),
         response_ids=generation.token_ids, logprobs=generation.logprobs, weights_version=generation.weights_version,
-        verdict=verdict, candidate_hash=candidate_hash, finished=generation.finished))
+        adapter=generation.adapter, verdict=verdict, candidate_hash=candidate_hash, finished=generation.finished))
     episode.summaries.append(summarize_turn(parsed, verdict, previous))
 
 

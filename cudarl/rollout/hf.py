@@ -6,18 +6,29 @@ schedules requests of different lengths without padding waste, and returns each 
 log-prob (``ContinuousBatchingConfig.return_logprobs``). Those log-probs are of the distribution
 sampled from, after temperature and top-p: a trainer that recomputes them must use the same
 temperature (and top-p 1, the default here). Covered: generation with token ids and log-probs,
-scoring of a given sequence, full or partial weight updates with version checks, key/shape checks,
-a read-back check and the probe check. Not covered: LoRA adapters (loaded into the model by the
-caller until the per-role adapter step), multiple GPUs.
+scoring of a given sequence, named LoRA adapters over the one base model (``adapters.AdapterSet``,
+peft), full, partial or adapter weight updates with per-adapter versions, key/shape checks, a
+read-back check and the probe check. Not covered: multiple GPUs, several adapters in one batch
+(a call generates with one adapter; the roles take turns).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 import torch
 
-from cudarl.rollout.engine import Generation, Probe, SamplingSettings, WeightSync, WeightSyncError, check_probe
+from cudarl.rollout.adapters import AdapterSet
+from cudarl.rollout.engine import (
+    Generation,
+    LoraSettings,
+    Probe,
+    SamplingSettings,
+    WeightSync,
+    WeightSyncError,
+    check_probe,
+)
 
 
 class HFEngine:
@@ -30,8 +41,9 @@ class HFEngine:
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
         self.pad_token_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
         self.continuous_batching = dict(continuous_batching or {})
-        self._version = 0
-        self._unverified = ""  # why the weights in the model are not the ones the trainer sent
+        self.lora = AdapterSet(self.model)
+        self._versions: dict[str | None, int] = {None: 0}  # per adapter; None: the base weights
+        self._unverified: dict[str | None, str] = {}  # why an adapter's weights are not the trainer's
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, dtype: str = "auto", device: str | None = None) -> HFEngine:
@@ -44,14 +56,35 @@ class HFEngine:
 
     @property
     def weights_version(self) -> int:
-        return self._version
+        return self._versions[None]
 
-    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> list[Generation]:
-        """One continuation per prompt, in the prompts' order (a GRPO group repeats a prompt)."""
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        return self.lora.names
+
+    def version_of(self, adapter: str | None = None) -> int:
+        if adapter not in self._versions:
+            raise ValueError(f"no adapter {adapter!r} (have: {', '.join(self.adapters) or 'none'})")
+        return self._versions[adapter]
+
+    def add_adapter(self, name: str, settings: LoraSettings) -> None:
+        """A LoRA adapter over the base model, version 0 (equal to the base until its first update)."""
+        self.lora.add(name, settings)
+        self._versions[name] = 0
+
+    def _usable(self, adapter: str | None) -> None:
+        self.version_of(adapter)
+        for name in {None, adapter}:
+            if self._unverified.get(name):
+                raise WeightSyncError(f"refusing to generate: {self._unverified[name]}")
+
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                 adapter: str | None = None) -> list[Generation]:
+        """One continuation per prompt, in the prompts' order (a GRPO group repeats a prompt),
+        with ``adapter`` applied (None: the base weights)."""
         from transformers.generation import ContinuousBatchingConfig, GenerationConfig
 
-        if self._unverified:
-            raise WeightSyncError(f"refusing to generate: {self._unverified}")
+        self._usable(adapter)
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
@@ -63,8 +96,8 @@ class HFEngine:
                                   eos_token_id=sorted(self.eos_ids) or None, pad_token_id=self.pad_token_id)
         batching = ContinuousBatchingConfig(**{**self.continuous_batching, "return_logprobs": True,
                                                "seed": settings.seed})
-        version = self._version
-        with torch.inference_mode():
+        version = self._versions[adapter]
+        with torch.inference_mode(), self.lora.active(adapter):
             outputs = self.model.generate_batch([list(p) for p in prompts], generation_config=config,
                                                 continuous_batching_config=batching, progress_bar=False)
         ordered = sorted(outputs.values(), key=lambda o: int(o.request_id.rsplit("_", 1)[-1]))
@@ -80,31 +113,50 @@ class HFEngine:
             generations.append(Generation(
                 request_id=f"{index}", prompt_ids=tuple(prompt), token_ids=tokens,
                 logprobs=tuple(float(x) for x in output.logprobs[:len(tokens)]),
-                finished=bool(tokens) and tokens[-1] in self.eos_ids, weights_version=version))
+                finished=bool(tokens) and tokens[-1] in self.eos_ids, weights_version=version, adapter=adapter))
         return generations
 
-    def score(self, token_ids: Sequence[int], prompt_length: int, temperature: float = 1.0) -> list[float]:
-        """Log-probs the model gives ``token_ids[prompt_length:]`` after what precedes each."""
+    def score(self, token_ids: Sequence[int], prompt_length: int, adapter: str | None = None,
+              temperature: float = 1.0) -> list[float]:
+        """Log-probs the model (with ``adapter``) gives ``token_ids[prompt_length:]`` after what precedes each."""
+        self.version_of(adapter)
         if not 1 <= prompt_length < len(token_ids):
             raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
         device = next(self.model.parameters()).device
         ids = torch.tensor([list(token_ids)], device=device)
-        with torch.inference_mode():
+        with torch.inference_mode(), self.lora.active(adapter):
             logits = self.model(ids).logits[0, prompt_length - 1:-1].float() / max(temperature, 1e-6)
         picked = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, prompt_length:, None])[:, 0]
         return [float(x) for x in picked]
 
-    def update_weights(self, weights: Mapping[str, torch.Tensor], version: int,
-                       probe: Probe | None = None) -> WeightSync:
-        """Copy ``weights`` (every key must name a parameter or buffer of the model) into the
-        model, read them back, and check the probe. Raises ``WeightSyncError`` on any mismatch:
-        a key prefix the model does not have (``base_model.model.`` from an adapter wrapper) would
-        otherwise load nothing and keep generating from the old weights."""
-        if version <= self._version:
-            raise WeightSyncError(f"weights version {version} is not newer than the engine's {self._version}")
+    def update_weights(self, weights: Mapping[str, torch.Tensor], version: int, probe: Probe | None = None,
+                       adapter: str | None = None) -> WeightSync:
+        """Copy ``weights`` into the base model (``adapter`` None: every key must name one of its
+        parameters or buffers) or into ``adapter`` (peft state-dict keys), read them back, and
+        check the probe with that adapter. Raises ``WeightSyncError`` on any mismatch: a key
+        prefix the model does not have (``base_model.model.`` from an adapter wrapper) would
+        otherwise load nothing and keep generating from the old weights. A failed probe leaves
+        the adapter unusable until a good update arrives."""
+        started = time.perf_counter()
+        current = self.version_of(adapter)
+        if version <= current:
+            raise WeightSyncError(f"weights version {version} is not newer than the engine's {current}"
+                                  + (f" for adapter {adapter!r}" if adapter else ""))
         if not weights:
             raise WeightSyncError("an update with no tensors")
-        targets = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
+        count = self._load_base(weights) if adapter is None else self.lora.load(adapter, weights)
+        self._versions[adapter] = version
+        try:
+            error = check_probe(self, probe, adapter) if probe is not None else None
+        except WeightSyncError as exc:
+            self._unverified[adapter] = f"the update to version {version} failed its check: {exc}"
+            raise
+        self._unverified.pop(adapter, None)
+        return WeightSync(version=version, tensors=count, probe_max_error=error, adapter=adapter,
+                          seconds=time.perf_counter() - started)
+
+    def _load_base(self, weights: Mapping[str, torch.Tensor]) -> int:
+        targets = self.lora.base_parameters()
         unknown = [name for name in weights if name not in targets]
         if unknown:
             raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in the engine's model "
@@ -120,11 +172,4 @@ class HFEngine:
             stale = [name for name, tensor in incoming.items() if not torch.equal(targets[name], tensor)]
         if stale:
             raise WeightSyncError(f"{len(stale)} tensors read back different from what was sent (first: {stale[0]!r})")
-        self._version = version
-        try:
-            error = check_probe(self, probe) if probe is not None else None
-        except WeightSyncError as exc:
-            self._unverified = f"the update to version {version} failed its check: {exc}"
-            raise
-        self._unverified = ""
-        return WeightSync(version=version, tensors=len(weights), probe_max_error=error)
+        return len(incoming)

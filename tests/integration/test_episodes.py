@@ -12,10 +12,11 @@ real chat template and parsing, candidates judged by a real tester (compile-only
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cudarl.agents.prompts import generator_prompt, system_prompt
 from cudarl.rollout.chat import ChatTokens
-from cudarl.rollout.engine import SamplingSettings
+from cudarl.rollout.engine import LoraSettings, SamplingSettings
 from cudarl.rollout.episodes import EpisodeSettings, run_episodes
 from cudarl.rollout.hf import HFEngine
 from cudarl.tasks.builtin import load_suite, suite_solutions
@@ -38,10 +39,31 @@ def _never_called(pairs):
 
 def _check_tokens(engine: HFEngine, trajectory) -> None:
     for turn in trajectory.turns:
-        rescored = engine.score(turn.prompt_ids + turn.response_ids, len(turn.prompt_ids))
+        rescored = engine.score(turn.prompt_ids + turn.response_ids, len(turn.prompt_ids), adapter=turn.adapter)
         assert rescored == pytest.approx(list(turn.logprobs), abs=1e-4)
         assert sum(turn.loss_mask) == len(turn.response_ids) and turn.loss_mask[-len(turn.response_ids):] == \
             (1,) * len(turn.response_ids)
+
+
+def test_each_role_generates_with_its_own_adapter_and_version(tokenizer):
+    from peft import get_peft_model_state_dict
+
+    engine, chat = HFEngine(tiny_model(tokenizer, seed=1)), ChatTokens(tokenizer)
+    lora = LoraSettings(rank=4, alpha=8)
+    for role in ("generator", "optimizer"):
+        engine.add_adapter(role, lora)
+    with torch.no_grad():  # the generator's adapter moves on to version 1; the optimizer's stays at 0
+        for name, parameter in engine.lora.peft.named_parameters():
+            if "lora_B" in name and ".generator." in name:
+                parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(7))
+    engine.update_weights(get_peft_model_state_dict(engine.lora.peft, adapter_name="generator"), version=1,
+                          adapter="generator")
+    settings = EpisodeSettings(optimizer_turns=2, sampling=SamplingSettings(max_new_tokens=8, seed=0),
+                               generator_adapter="generator", optimizer_adapter="optimizer")
+    (trajectory,) = run_episodes(engine, chat, _never_called, [(TASK, "ep0")], settings)
+    assert [(t.role, t.adapter, t.weights_version) for t in trajectory.turns] == [
+        ("generator", "generator", 1), ("optimizer", "optimizer", 0), ("optimizer", "optimizer", 0)]
+    _check_tokens(engine, trajectory)
 
 
 @pytest.mark.parametrize("mode", ["code_and_feedback", "full"])

@@ -1,13 +1,14 @@
 """The policy actor on a real local Ray cluster: a tiny real model saved to a folder and loaded by
 path (the real loading code), generation through the actor with the engine's token ids and the
-weights version, and a verified weight update pushed through it."""
+weights version, and a verified weight update pushed through it; both roles in one actor over one
+base model, each with its own LoRA adapter, the generator's adapter updated alone."""
 
 from __future__ import annotations
 
 import pytest
 
-from actors.policy import PolicySpec, generator_policy
-from cudarl.rollout.engine import Probe, SamplingSettings
+from actors.policy import PolicySpec, generator_policy, shared_policy
+from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
 from cudarl.rollout.hf import HFEngine
 from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
 
@@ -17,6 +18,8 @@ def test_a_spec_out_of_range_is_refused():
         PolicySpec(role="critic", model="m")
     with pytest.raises(ValueError, match="gpu_share"):
         PolicySpec(role="generator", model="m", gpu_share=1.5)
+    with pytest.raises(ValueError, match="needs lora"):
+        PolicySpec(role="both", model="m")
 
 
 @pytest.mark.slow
@@ -31,8 +34,8 @@ def test_a_generator_policy_generates_and_takes_verified_weights(tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         policy = generator_policy(str(tmp_path / "model"), engine="hf")
-        assert ray.get(policy.ready.remote()) == {"role": "generator", "model": str(tmp_path / "model"),
-                                                  "weights_version": 0}
+        assert ray.get(policy.ready.remote()) == {"roles": ["generator"], "model": str(tmp_path / "model"),
+                                                  "adapters": [], "weights_versions": {"generator": 0}}
         prompt = tokenizer.encode("class ModelNew(nn.Module):")
         (before,) = ray.get(policy.generate.remote([prompt], SamplingSettings(max_new_tokens=6, seed=0)))
         sync = ray.get(policy.update_weights.remote(trainer.model.state_dict(), 1, probe))
@@ -41,3 +44,40 @@ def test_a_generator_policy_generates_and_takes_verified_weights(tmp_path):
         ray.shutdown()
     assert before.weights_version == 0 and after.weights_version == 1 and sync.probe_max_error < 1e-4
     assert list(before.prompt_ids) == prompt and len(after.token_ids) == len(after.logprobs) >= 1
+
+
+@pytest.mark.slow
+def test_one_actor_serves_both_roles_with_an_adapter_each(tmp_path):
+    import ray
+    from peft import get_peft_model_state_dict
+
+    tokenizer = tiny_tokenizer()
+    tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    lora = LoraSettings(rank=4, alpha=8)
+    trainer = HFEngine(tiny_model(tokenizer, seed=0))
+    trainer.add_adapter("generator", lora)
+    for name, parameter in trainer.lora.peft.named_parameters():
+        if "lora_B" in name:
+            parameter.data.normal_(0, 0.5)
+    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
+    probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
+                  expected_logprobs=tuple(trainer.score(ids, 3, adapter="generator")))
+    weights = get_peft_model_state_dict(trainer.lora.peft, adapter_name="generator")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        policy = shared_policy(str(tmp_path / "model"), lora=lora, engine="hf")
+        assert ray.get(policy.ready.remote())["adapters"] == ["generator", "optimizer"]
+        sync = ray.get(policy.update_weights.remote(weights, 1, probe, role="generator"))
+        prompt = tokenizer.encode("class ModelNew(nn.Module):")
+        settings = SamplingSettings(max_new_tokens=6, seed=0)
+        (generated,) = ray.get(policy.generate.remote([prompt], settings, role="generator"))
+        (optimized,) = ray.get(policy.generate.remote([prompt], settings, role="optimizer"))
+        with pytest.raises(ray.exceptions.RayTaskError, match="name one of them"):
+            ray.get(policy.generate.remote([prompt], settings))
+        versions = ray.get(policy.ready.remote())["weights_versions"]
+    finally:
+        ray.shutdown()
+    assert sync.adapter == "generator" and sync.probe_max_error < 1e-4
+    assert (generated.adapter, generated.weights_version) == ("generator", 1)
+    assert (optimized.adapter, optimized.weights_version) == ("optimizer", 0)
+    assert versions == {"generator": 1, "optimizer": 0}

@@ -1,0 +1,119 @@
+"""Named LoRA adapters over one transformers model (peft), for the transformers engine.
+
+Why peft and not our own LoRA layers: the trainer's adapters are peft adapters, so their state
+dicts (``get_peft_model_state_dict``) load here by the library's own key mapping, and a layer
+that sums base and adapter outputs is not ours to get wrong. peft injects its layers into the
+model in place, so the model object the engine generates with keeps working, with the active
+adapter applied (or none, inside ``disable_adapter``).
+
+What is checked on every adapter update (the silent weight-sync failures of public RL code):
+every tensor names a parameter of *this* adapter (base weights or another model's keys load
+nothing and are refused), the adapter's tensors are all present, shapes match, and the tensors
+read back equal to what was sent. What is not covered: merging adapters into the base, DoRA,
+adapters on embeddings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import torch
+
+from cudarl.rollout.engine import LoraSettings, WeightSyncError
+
+
+def lora_config(settings: LoraSettings):
+    """The peft ``LoraConfig`` for ``settings`` (no dropout: rollouts are inference)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.rank, lora_alpha=settings.alpha, target_modules=list(settings.target_modules),
+                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+
+
+class AdapterSet:
+    """The adapters of one model. ``model`` stays the object that generates; ``peft`` wraps it."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.peft = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.peft.peft_config) if self.peft is not None else ()
+
+    def add(self, name: str, settings: LoraSettings) -> None:
+        """A fresh adapter (B = 0, so it starts equal to the base weights)."""
+        if not name or name in self.names:
+            raise ValueError(f"adapter name {name!r} is empty or taken (have: {', '.join(self.names) or 'none'})")
+        from peft import get_peft_model
+
+        try:
+            if self.peft is None:
+                self.peft = get_peft_model(self.model, lora_config(settings), adapter_name=name)
+            else:
+                self.peft.add_adapter(name, lora_config(settings))
+        except ValueError as exc:  # e.g. target modules the model does not have
+            raise ValueError(f"adapter {name!r} cannot be added to this model: {exc}") from exc
+        self.peft.eval()
+
+    @contextmanager
+    def active(self, name: str | None) -> Iterator[None]:
+        """Run with adapter ``name`` applied, or with none (``None``: the base weights)."""
+        if name is None:
+            if self.peft is None:
+                yield
+                return
+            with self.peft.disable_adapter():
+                yield
+            return
+        if name not in self.names:
+            raise ValueError(f"no adapter {name!r} (have: {', '.join(self.names) or 'none'})")
+        self.peft.set_adapter(name)
+        active = self.peft.active_adapter
+        if active != name:
+            raise WeightSyncError(f"adapter {name!r} was selected but {active!r} is active")
+        yield
+
+    def base_parameters(self) -> dict[str, torch.Tensor]:
+        """The base model's parameters and buffers by their names before any adapter was added
+        (peft renames a wrapped ``q_proj.weight`` to ``q_proj.base_layer.weight``)."""
+        tensors = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
+        if self.peft is None:
+            return tensors
+        return {name.replace(".base_layer.", "."): tensor for name, tensor in tensors.items() if "lora_" not in name}
+
+    def load(self, name: str, weights: Mapping[str, torch.Tensor]) -> int:
+        """Replace adapter ``name``'s tensors with ``weights`` (peft state-dict keys, as
+        ``get_peft_model_state_dict`` gives them); returns how many were loaded."""
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+        if name not in self.names:
+            raise WeightSyncError(f"no adapter {name!r} to update (have: {', '.join(self.names) or 'none'})")
+        current = get_peft_model_state_dict(self.peft, adapter_name=name)
+        unknown = [key for key in weights if key not in current]
+        if unknown:
+            raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in adapter {name!r} "
+                                  f"(first: {unknown[0]!r}: base weights or another model's adapter?); "
+                                  "nothing was loaded")
+        missing = [key for key in current if key not in weights]
+        if missing:
+            raise WeightSyncError(f"the update lacks {len(missing)} of adapter {name!r}'s {len(current)} tensors "
+                                  f"(first: {missing[0]!r}); nothing was loaded")
+        wrong = [key for key, tensor in weights.items() if tuple(tensor.shape) != tuple(current[key].shape)]
+        if wrong:
+            raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, adapter {name!r}'s "
+                                  f"{tuple(current[wrong[0]].shape)} (another rank?); nothing was loaded")
+        incoming = {key: tensor.to(device=current[key].device, dtype=current[key].dtype)
+                    for key, tensor in weights.items()}
+        with torch.no_grad():
+            result = set_peft_model_state_dict(self.peft, incoming, adapter_name=name)
+        if result.unexpected_keys:
+            raise WeightSyncError(f"peft did not load {len(result.unexpected_keys)} tensors into {name!r} "
+                                  f"(first: {result.unexpected_keys[0]!r})")
+        after = get_peft_model_state_dict(self.peft, adapter_name=name)
+        stale = [key for key, tensor in incoming.items() if not torch.equal(after[key], tensor)]
+        if stale:
+            raise WeightSyncError(f"{len(stale)} of adapter {name!r}'s tensors read back different from what was "
+                                  f"sent (first: {stale[0]!r})")
+        return len(incoming)
