@@ -41,6 +41,8 @@ class PolicySpec:
     """Fraction of a GPU reserved for this actor (0 on a CPU-only machine)."""
     lora: LoraSettings | None = None
     """One LoRA adapter per role served, named after the role (None: the roles use the base weights)."""
+    vllm: dict | None = None
+    """``VLLMSettings`` fields for the vLLM engine (memory share, CUDA graphs, context length)."""
 
     def __post_init__(self) -> None:
         if self.role not in (*ROLES, "both"):
@@ -65,7 +67,8 @@ class Policy:
     def __init__(self, spec: dict) -> None:
         self.spec = PolicySpec(**spec)
         device = "cuda" if self.spec.gpu_share > 0 else "cpu"
-        self.engine = load_engine(self.spec.model, self.spec.engine, self.spec.dtype, device)
+        self.engine = load_engine(self.spec.model, self.spec.engine, self.spec.dtype, device,
+                                  lora=self.spec.lora is not None, vllm_settings=self.spec.vllm)
         if self.spec.lora is not None:
             for role in self.spec.roles:
                 self.engine.add_adapter(role, self.spec.lora)

@@ -159,3 +159,28 @@ def exact_fp32_math() -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+
+
+def vllm_in_process(model_is_local: bool) -> None:
+    """Environment for a vLLM engine inside this process, on a machine without a network.
+
+    Why each, all set only where the user has not (``env.set_default``), and before vllm or
+    transformers is imported (both read them at import):
+    - ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this process, so weight
+      updates reach the model by reference (``collective_rpc`` with a function, no pickling) and
+      no ``spawn`` child re-imports the caller's script (a script without a main guard hangs).
+    - ``VLLM_HOST_IP=127.0.0.1``, ``GLOO_SOCKET_IFNAME=lo``: vLLM opens a one-process group even
+      on one GPU, and several gloo groups; without these, each looks its host name up, and on a
+      host whose name does not resolve each lookup waits for resolver timeouts (the likeliest
+      cause of an engine that had not started after minutes on such a machine).
+    - ``VLLM_NO_USAGE_STATS=1``: no usage report over HTTP.
+    - ``HF_HUB_OFFLINE=1`` for a local folder: no hub lookups (they retry on network errors).
+    """
+    from cudarl import env
+
+    env.set_default(env.VLLM_ENABLE_V1_MULTIPROCESSING, "0")
+    env.set_default(env.VLLM_HOST_IP, "127.0.0.1")
+    env.set_default(env.GLOO_SOCKET_IFNAME, "lo")
+    env.set_default(env.VLLM_NO_USAGE_STATS, "1")
+    if model_is_local:
+        env.set_default(env.HF_HUB_OFFLINE, "1")

@@ -57,6 +57,23 @@ CC = "CC"
 PYTHONPATH = "PYTHONPATH"
 """Passed on to child processes so that they import the same cudarl as the parent."""
 
+VLLM_ENABLE_V1_MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+"""vLLM runs its engine core in a child process unless this is ``0``; the vLLM engine defaults
+it to ``0`` (``cudarl._compat.vllm_in_process``)."""
+
+VLLM_HOST_IP = "VLLM_HOST_IP"
+"""The address vLLM's single-GPU process group binds; defaulted to 127.0.0.1 by the vLLM engine."""
+
+GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
+"""The network interface torch's gloo groups use; defaulted to ``lo`` by the vLLM engine."""
+
+VLLM_NO_USAGE_STATS = "VLLM_NO_USAGE_STATS"
+"""``1`` stops vLLM's usage report (an HTTP post); set by the vLLM engine."""
+
+HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+"""``1``: transformers and vLLM make no hub calls. The vLLM engine sets it when the model is a
+local folder."""
+
 
 def snapshot_environment() -> dict[str, str]:
     """This process's whole environment, to put back later (``restore_environment``)."""
@@ -78,6 +95,11 @@ def get(name: str, default: str | None = None) -> str | None:
 def set_for_children(name: str, value: str) -> None:
     """Set a declared variable in this process, for the tools it starts (torch's builder, nvcc)."""
     os.environ[name] = value
+
+
+def set_default(name: str, value: str) -> None:
+    """Set a declared variable unless the user already set it (a user's choice wins)."""
+    os.environ.setdefault(name, value)
 
 
 def cache_dir() -> Path:

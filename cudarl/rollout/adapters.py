@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -117,3 +118,40 @@ class AdapterSet:
             raise WeightSyncError(f"{len(stale)} of adapter {name!r}'s tensors read back different from what was "
                                   f"sent (first: {stale[0]!r})")
         return len(incoming)
+
+
+def check_adapter_tensors(weights: Mapping[str, torch.Tensor], settings: LoraSettings) -> None:
+    """Refuse tensors that are not a LoRA adapter of ``settings``' rank in peft's naming
+    (``...<module>.lora_A.weight`` of shape (rank, in), ``lora_B.weight`` of shape (out, rank)),
+    before an engine that reads adapters from files gets them: base weights written as an
+    adapter would load as nothing, or as another rank, silently."""
+    if not weights:
+        raise WeightSyncError("an adapter update with no tensors")
+    for key, tensor in weights.items():
+        if key.endswith(".lora_A.weight"):
+            rank = tensor.shape[0]
+        elif key.endswith(".lora_B.weight"):
+            rank = tensor.shape[-1]
+        else:
+            raise WeightSyncError(f"{key!r} is not a LoRA tensor (peft's ...lora_A.weight / ...lora_B.weight): "
+                                  "base weights or another format?; nothing was loaded")
+        if rank != settings.rank or tensor.dim() != 2:
+            raise WeightSyncError(f"{key!r} has shape {tuple(tensor.shape)}: not rank {settings.rank} "
+                                  "(another rank?); nothing was loaded")
+        module = key.rsplit(".lora_", 1)[0].rsplit(".", 1)[-1]
+        if module not in settings.target_modules:
+            raise WeightSyncError(f"{key!r} adapts {module!r}, which the adapter's target modules "
+                                  f"({', '.join(settings.target_modules)}) do not name")
+
+
+def save_adapter_folder(weights: Mapping[str, torch.Tensor], settings: LoraSettings, folder: Path) -> Path:
+    """Write a peft adapter folder (``adapter_config.json``, ``adapter_model.safetensors``) that
+    peft and vLLM load: how adapter weights reach an engine that reads adapters from disk."""
+    from safetensors.torch import save_file
+
+    check_adapter_tensors(weights, settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    lora_config(settings).save_pretrained(str(folder))  # adapter_config.json, peft's own writer
+    save_file({key: tensor.detach().to("cpu").contiguous() for key, tensor in weights.items()},
+              str(folder / "adapter_model.safetensors"))
+    return folder

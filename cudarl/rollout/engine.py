@@ -146,13 +146,23 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def resolve_engine_name(name: EngineName) -> Literal["hf", "vllm"]:
-    """``auto``: vLLM when it is installed and a GPU is present, else transformers. ``vllm``
-    without vLLM installed is an error naming what to install."""
+def resolve_engine_name(name: EngineName, device: str | None = None) -> Literal["hf", "vllm"]:
+    """``auto``: vLLM when it is installed and the engine goes on a GPU (``device`` "cuda", or
+    None with CUDA present), else transformers. ``vllm`` without vLLM installed is an error
+    naming what to install."""
+    if name not in ("auto", "hf", "vllm"):
+        raise ValueError(f"engine must be 'auto', 'hf' or 'vllm', got {name!r}")
     if name == "vllm" and not vllm_installed():
         raise RuntimeError("engine 'vllm' was chosen but vLLM is not installed (pip install vllm==0.20.0, "
                            "which needs a CUDA machine with torch 2.11); use engine 'hf' or 'auto'")
     if name == "auto":
-        return "hf"  # vLLM joins "auto" once its engine is built (``load_engine``)
+        return "vllm" if vllm_installed() and _on_gpu(device) else "hf"
     return name
 
+
+def _on_gpu(device: str | None) -> bool:
+    if device is not None:
+        return device.startswith("cuda")
+    import torch
+
+    return torch.cuda.is_available()

@@ -119,3 +119,29 @@ def test_a_full_base_update_still_loads_by_the_base_names_under_adapters(engine,
     expected = HFEngine(new_base).score(ids, 3)
     assert engine.score(ids, 3) == pytest.approx(expected, abs=1e-5)
     assert engine.score(ids, 3, adapter="optimizer") == pytest.approx(expected, abs=1e-5)  # B = 0 still
+
+
+def test_an_adapter_folder_written_for_file_reading_engines_loads_in_peft_as_the_same_adapter(tokenizer, tmp_path):
+    from peft import PeftModel
+
+    from cudarl.rollout.adapters import save_adapter_folder
+
+    trainer, weights = _trained_adapter(tokenizer, seed=1)
+    folder = save_adapter_folder(weights, LORA, tmp_path / "generator-v1")
+    loaded = PeftModel.from_pretrained(tiny_model(tokenizer, seed=0), str(folder)).eval()
+    ids = tokenizer.encode("__global__ void add_kernel(const float* a) { out[i] = a[i]; }")
+    with torch.inference_mode():
+        logits = loaded(torch.tensor([ids])).logits[0, 3:-1].float()
+    got = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[4:])[:, None])[:, 0].tolist()
+    assert got == pytest.approx(trainer.score(ids, 4, adapter="generator"), abs=1e-5)
+
+
+def test_tensors_that_are_not_an_adapter_of_the_rank_are_refused_before_any_file_is_written(tokenizer, tmp_path):
+    from cudarl.rollout.adapters import save_adapter_folder
+
+    with pytest.raises(WeightSyncError, match="not a LoRA tensor"):
+        save_adapter_folder(tiny_model(tokenizer, seed=1).state_dict(), LORA, tmp_path / "a")
+    _, wide = _trained_adapter(tokenizer, seed=1, settings=LoraSettings(rank=8, alpha=16))
+    with pytest.raises(WeightSyncError, match="another rank"):
+        save_adapter_folder(wide, LORA, tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -99,6 +99,9 @@ def test_engine_choice_and_settings_are_checked():
         with pytest.raises(RuntimeError, match="vLLM is not installed"):
             resolve_engine_name("vllm")
     assert resolve_engine_name("hf") == "hf" and resolve_engine_name("auto") in ("hf", "vllm")
+    assert resolve_engine_name("auto", device="cpu") == "hf"  # vLLM only ever on a GPU
+    with pytest.raises(ValueError, match="engine must be"):
+        resolve_engine_name("tensorrt")
     for bad in ({"max_new_tokens": 0}, {"temperature": -1.0}, {"top_p": 0.0}):
         with pytest.raises(ValueError):
             SamplingSettings(**bad)
