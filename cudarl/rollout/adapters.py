@@ -79,7 +79,8 @@ class AdapterSet:
     def base_parameters(self) -> dict[str, torch.Tensor]:
         """The base model's parameters and buffers by their names before any adapter was added
         (peft renames a wrapped ``q_proj.weight`` to ``q_proj.base_layer.weight``)."""
-        tensors = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
+        tensors = (dict(self.model.named_parameters(remove_duplicate=False))  # tied lm_head.weight too
+                   | dict(self.model.named_buffers(remove_duplicate=False)))
         if self.peft is None:
             return tensors
         return {name.replace(".base_layer.", "."): tensor for name, tensor in tensors.items() if "lora_" not in name}

@@ -75,6 +75,18 @@ def test_a_partial_update_with_the_models_own_names_is_applied(engine, tokenizer
     assert sync.tensors == 1 and torch.equal(engine.model.lm_head.weight, head["lm_head.weight"])
 
 
+def test_a_full_state_dict_of_a_model_with_tied_embeddings_loads(tokenizer):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    engine, trainer = HFEngine(Qwen2ForCausalLM(config)), Qwen2ForCausalLM(config)
+    assert "lm_head.weight" in trainer.state_dict()  # the tied name is in the state dict, not in named_parameters
+    sync = engine.update_weights(trainer.state_dict(), version=1)
+    assert sync.tensors == len(trainer.state_dict())
+    assert torch.equal(engine.model.lm_head.weight, trainer.model.embed_tokens.weight)
+
+
 def test_an_update_that_would_load_nothing_fails_and_leaves_the_engine_as_it_was(engine, tokenizer):
     before = engine.model.lm_head.weight.detach().clone()
     adapter_style = {f"base_model.model.{k}": v for k, v in tiny_model(tokenizer, seed=1).state_dict().items()}
