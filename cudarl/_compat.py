@@ -164,8 +164,9 @@ def exact_fp32_math() -> None:
 def vllm_in_process(model_is_local: bool) -> None:
     """Environment for a vLLM engine inside this process, on a machine without a network.
 
-    Why each, all set only where the user has not (``env.set_default``), and before vllm or
-    transformers is imported (both read them at import):
+    Why each, all set only where the user has not (``env.set_default``), before vllm is imported
+    (it reads them at import; huggingface_hub too, so ``HF_HUB_OFFLINE`` may come too late for a
+    process that imported transformers first: a local folder needs no hub lookup anyway):
     - ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this process, so weight
       updates reach the model by reference (``collective_rpc`` with a function, no pickling) and
       no ``spawn`` child re-imports the caller's script (a script without a main guard hangs).
