@@ -32,6 +32,20 @@ def lora_config(settings: LoraSettings):
                       lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
 
 
+def refuse_mismatched(weights: Mapping[str, torch.Tensor], targets: Mapping[str, torch.Tensor], owner: str,
+                      unknown_hint: str = "", shape_hint: str = "") -> None:
+    """Raise ``WeightSyncError`` before anything is loaded when a tensor names nothing in
+    ``targets`` or has another shape (a wrong prefix or another model would load nothing)."""
+    unknown = [key for key in weights if key not in targets]
+    if unknown:
+        raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in {owner} "
+                              f"(first: {unknown[0]!r}{unknown_hint}); nothing was loaded")
+    wrong = [key for key, tensor in weights.items() if tuple(tensor.shape) != tuple(targets[key].shape)]
+    if wrong:
+        raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, where {owner} has "
+                              f"{tuple(targets[wrong[0]].shape)}{shape_hint}; nothing was loaded")
+
+
 class AdapterSet:
     """The adapters of one model. ``model`` stays the object that generates; ``peft`` wraps it."""
 
@@ -93,19 +107,12 @@ class AdapterSet:
         if name not in self.names:
             raise WeightSyncError(f"no adapter {name!r} to update (have: {', '.join(self.names) or 'none'})")
         current = get_peft_model_state_dict(self.peft, adapter_name=name)
-        unknown = [key for key in weights if key not in current]
-        if unknown:
-            raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in adapter {name!r} "
-                                  f"(first: {unknown[0]!r}: base weights or another model's adapter?); "
-                                  "nothing was loaded")
+        refuse_mismatched(weights, current, f"adapter {name!r}",
+                          unknown_hint=": base weights or another model's adapter?", shape_hint=" (another rank?)")
         missing = [key for key in current if key not in weights]
         if missing:
             raise WeightSyncError(f"the update lacks {len(missing)} of adapter {name!r}'s {len(current)} tensors "
                                   f"(first: {missing[0]!r}); nothing was loaded")
-        wrong = [key for key, tensor in weights.items() if tuple(tensor.shape) != tuple(current[key].shape)]
-        if wrong:
-            raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, adapter {name!r}'s "
-                                  f"{tuple(current[wrong[0]].shape)} (another rank?); nothing was loaded")
         incoming = {key: tensor.to(device=current[key].device, dtype=current[key].dtype)
                     for key, tensor in weights.items()}
         with torch.no_grad():

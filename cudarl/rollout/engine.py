@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -140,6 +141,55 @@ def check_probe(engine: RolloutEngine, probe: Probe, adapter: str | None = None)
         raise WeightSyncError(f"after the update the engine's log-probs differ from the trainer's by {error:.3g} "
                               f"(tolerance {probe.tolerance:g}): the new weights are not the ones generating")
     return error
+
+
+class WeightVersions:
+    """Per-adapter weights versions (None: the base) and the updates that failed their check: the
+    bookkeeping and the update sequence every engine shares, so no engine can skip a step
+    (version order, the probe, refusing to generate with weights that failed it)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str | None, int] = {None: 0}
+        self._unverified: dict[str | None, str] = {}
+
+    def add(self, adapter: str) -> None:
+        self._versions[adapter] = 0
+
+    def of(self, adapter: str | None = None) -> int:
+        if adapter not in self._versions:
+            names = ", ".join(name for name in self._versions if name) or "none"
+            raise ValueError(f"no adapter {adapter!r} (have: {names})")
+        return self._versions[adapter]
+
+    def require_usable(self, adapter: str | None) -> None:
+        """Raise when the base or ``adapter`` holds weights that failed their check."""
+        self.of(adapter)
+        for name in {None, adapter}:
+            if self._unverified.get(name):
+                raise WeightSyncError(f"refusing to generate: {self._unverified[name]}")
+
+    def update(self, engine: RolloutEngine, weights: Mapping, version: int, probe: Probe | None,
+               adapter: str | None, load: Callable[[], int]) -> WeightSync:
+        """Check the version and the tensors' presence, ``load()`` them (returns how many), move
+        the version, check the probe (a failure leaves the weights unusable until a good update)."""
+        started = time.perf_counter()
+        current = self.of(adapter)
+        if version <= current:
+            raise WeightSyncError(f"weights version {version} is not newer than the engine's {current}"
+                                  + (f" for adapter {adapter!r}" if adapter else ""))
+        if not weights:
+            raise WeightSyncError("an update with no tensors")
+        count = load()
+        self._versions[adapter] = version
+        try:
+            error = check_probe(engine, probe, adapter) if probe is not None else None
+        except WeightSyncError as exc:
+            self._unverified[adapter] = f"the update to version {version} failed its check: {exc}"
+            raise
+        self._unverified.pop(adapter, None)
+        return WeightSync(version=version, tensors=count, probe_max_error=error, adapter=adapter,
+                          notes=() if probe is not None else ("unverified: no probe was given",),
+                          seconds=time.perf_counter() - started)
 
 
 def vllm_installed() -> bool:

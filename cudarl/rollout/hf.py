@@ -14,12 +14,11 @@ read-back check and the probe check. Not covered: multiple GPUs, several adapter
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 import torch
 
-from cudarl.rollout.adapters import AdapterSet
+from cudarl.rollout.adapters import AdapterSet, refuse_mismatched
 from cudarl.rollout.engine import (
     Generation,
     LoraSettings,
@@ -27,7 +26,7 @@ from cudarl.rollout.engine import (
     SamplingSettings,
     WeightSync,
     WeightSyncError,
-    check_probe,
+    WeightVersions,
 )
 
 
@@ -42,8 +41,7 @@ class HFEngine:
         self.pad_token_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
         self.continuous_batching = dict(continuous_batching or {})
         self.lora = AdapterSet(self.model)
-        self._versions: dict[str | None, int] = {None: 0}  # per adapter; None: the base weights
-        self._unverified: dict[str | None, str] = {}  # why an adapter's weights are not the trainer's
+        self.versions = WeightVersions()
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, dtype: str = "auto", device: str | None = None) -> HFEngine:
@@ -56,27 +54,19 @@ class HFEngine:
 
     @property
     def weights_version(self) -> int:
-        return self._versions[None]
+        return self.versions.of(None)
 
     @property
     def adapters(self) -> tuple[str, ...]:
         return self.lora.names
 
     def version_of(self, adapter: str | None = None) -> int:
-        if adapter not in self._versions:
-            raise ValueError(f"no adapter {adapter!r} (have: {', '.join(self.adapters) or 'none'})")
-        return self._versions[adapter]
+        return self.versions.of(adapter)
 
     def add_adapter(self, name: str, settings: LoraSettings) -> None:
         """A LoRA adapter over the base model, version 0 (equal to the base until its first update)."""
         self.lora.add(name, settings)
-        self._versions[name] = 0
-
-    def _usable(self, adapter: str | None) -> None:
-        self.version_of(adapter)
-        for name in {None, adapter}:
-            if self._unverified.get(name):
-                raise WeightSyncError(f"refusing to generate: {self._unverified[name]}")
+        self.versions.add(name)
 
     def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
                  adapter: str | None = None) -> list[Generation]:
@@ -84,7 +74,7 @@ class HFEngine:
         with ``adapter`` applied (None: the base weights)."""
         from transformers.generation import ContinuousBatchingConfig, GenerationConfig
 
-        self._usable(adapter)
+        self.versions.require_usable(adapter)
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
@@ -96,7 +86,7 @@ class HFEngine:
                                   eos_token_id=sorted(self.eos_ids) or None, pad_token_id=self.pad_token_id)
         batching = ContinuousBatchingConfig(**{**self._cache_size(prompts, settings), **self.continuous_batching,
                                                "return_logprobs": True, "seed": settings.seed})
-        version = self._versions[adapter]
+        version = self.versions.of(adapter)
         with torch.inference_mode(), self.lora.active(adapter):
             outputs = self.model.generate_batch([list(p) for p in prompts], generation_config=config,
                                                 continuous_batching_config=batching, progress_bar=False)
@@ -148,34 +138,14 @@ class HFEngine:
         prefix the model does not have (``base_model.model.`` from an adapter wrapper) would
         otherwise load nothing and keep generating from the old weights. A failed probe leaves
         the adapter unusable until a good update arrives."""
-        started = time.perf_counter()
-        current = self.version_of(adapter)
-        if version <= current:
-            raise WeightSyncError(f"weights version {version} is not newer than the engine's {current}"
-                                  + (f" for adapter {adapter!r}" if adapter else ""))
-        if not weights:
-            raise WeightSyncError("an update with no tensors")
-        count = self._load_base(weights) if adapter is None else self.lora.load(adapter, weights)
-        self._versions[adapter] = version
-        try:
-            error = check_probe(self, probe, adapter) if probe is not None else None
-        except WeightSyncError as exc:
-            self._unverified[adapter] = f"the update to version {version} failed its check: {exc}"
-            raise
-        self._unverified.pop(adapter, None)
-        return WeightSync(version=version, tensors=count, probe_max_error=error, adapter=adapter,
-                          seconds=time.perf_counter() - started)
+        def load() -> int:
+            return self._load_base(weights) if adapter is None else self.lora.load(adapter, weights)
+
+        return self.versions.update(self, weights, version, probe, adapter, load)
 
     def _load_base(self, weights: Mapping[str, torch.Tensor]) -> int:
         targets = self.lora.base_parameters()
-        unknown = [name for name in weights if name not in targets]
-        if unknown:
-            raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in the engine's model "
-                                  f"(first: {unknown[0]!r}); nothing was loaded")
-        wrong = [n for n, t in weights.items() if tuple(t.shape) != tuple(targets[n].shape)]
-        if wrong:
-            raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, the model's "
-                                  f"{tuple(targets[wrong[0]].shape)}; nothing was loaded")
+        refuse_mismatched(weights, targets, "the engine's model")
         with torch.no_grad():
             incoming = {n: t.to(device=targets[n].device, dtype=targets[n].dtype) for n, t in weights.items()}
             for name, tensor in incoming.items():

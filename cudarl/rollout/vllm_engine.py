@@ -27,7 +27,6 @@ Not covered: tensor parallelism, several GPUs, sleep mode, a trainer in another 
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import torch
 
 from cudarl import _compat
-from cudarl.rollout.adapters import check_adapter_tensors, save_adapter_folder
+from cudarl.rollout.adapters import save_adapter_folder
 from cudarl.rollout.engine import (
     Generation,
     LoraSettings,
@@ -43,7 +42,7 @@ from cudarl.rollout.engine import (
     SamplingSettings,
     WeightSync,
     WeightSyncError,
-    check_probe,
+    WeightVersions,
 )
 
 
@@ -79,7 +78,6 @@ class VLLMSettings:
 @dataclass
 class _Adapter:
     settings: LoraSettings
-    version: int = 0
     lora_id: int | None = None  # None: version 0, the base weights
     folder: Path | None = None
 
@@ -105,26 +103,21 @@ class VLLMEngine:
                        **lora_args, **memory, **self.settings.extra)
         self.lora_enabled = lora
         self.eos_ids = list(eos_token_ids) if eos_token_ids is not None else _eos_ids(model)
-        self._base_version = 0
+        self.versions = WeightVersions()
         self._adapters: dict[str, _Adapter] = {}
         self._next_lora_id = 1
         self._folders = tempfile.TemporaryDirectory(prefix="cudarl-vllm-adapters-")
-        self._unverified: dict[str | None, str] = {}
 
     @property
     def weights_version(self) -> int:
-        return self._base_version
+        return self.versions.of(None)
 
     @property
     def adapters(self) -> tuple[str, ...]:
         return tuple(self._adapters)
 
     def version_of(self, adapter: str | None = None) -> int:
-        if adapter is None:
-            return self._base_version
-        if adapter not in self._adapters:
-            raise ValueError(f"no adapter {adapter!r} (have: {', '.join(self._adapters) or 'none'})")
-        return self._adapters[adapter].version
+        return self.versions.of(adapter)
 
     def add_adapter(self, name: str, settings: LoraSettings) -> None:
         if not self.lora_enabled:
@@ -137,6 +130,7 @@ class VLLMEngine:
         if len(self._adapters) >= self.settings.max_loras:
             raise ValueError(f"the engine holds at most {self.settings.max_loras} adapters (max_loras)")
         self._adapters[name] = _Adapter(settings)
+        self.versions.add(name)
 
     def _lora_request(self, adapter: str | None):
         """The request that applies ``adapter`` now (None: the base weights, or version 0)."""
@@ -146,7 +140,7 @@ class VLLMEngine:
             return None
         from vllm.lora.request import LoRARequest
 
-        return LoRARequest(f"{adapter}-v{state.version}", state.lora_id, str(state.folder))
+        return LoRARequest(f"{adapter}-v{self.versions.of(adapter)}", state.lora_id, str(state.folder))
 
     def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
                  adapter: str | None = None) -> list[Generation]:
@@ -154,9 +148,7 @@ class VLLMEngine:
         (one seed for all would give a GRPO group identical samples)."""
         from vllm import SamplingParams, TokensPrompt
 
-        for name in {None, adapter}:
-            if self._unverified.get(name):
-                raise WeightSyncError(f"refusing to generate: {self._unverified[name]}")
+        self.versions.require_usable(adapter)
         request = self._lora_request(adapter)
         if not prompts:
             return []
@@ -201,28 +193,15 @@ class VLLMEngine:
     def update_weights(self, weights: Mapping[str, torch.Tensor], version: int, probe: Probe | None = None,
                        adapter: str | None = None) -> WeightSync:
         """The adapter's new tensors (peft names) or the model's (transformers names), then the probe."""
-        started = time.perf_counter()
-        current = self.version_of(adapter)
-        if version <= current:
-            raise WeightSyncError(f"weights version {version} is not newer than the engine's {current}")
-        if not weights:
-            raise WeightSyncError("an update with no tensors")
-        count = self._load_adapter(adapter, weights, version) if adapter else self._load_base(weights, version)
-        notes = () if probe is not None else ("unverified: no probe was given",)
-        try:
-            error = check_probe(self, probe, adapter) if probe is not None else None
-        except WeightSyncError as exc:
-            self._unverified[adapter] = f"the update to version {version} failed its check: {exc}"
-            raise
-        self._unverified.pop(adapter, None)
-        return WeightSync(version=version, tensors=count, probe_max_error=error, notes=notes, adapter=adapter,
-                          seconds=time.perf_counter() - started)
+        def load() -> int:
+            return self._load_adapter(adapter, weights, version) if adapter else self._load_base(weights)
+
+        return self.versions.update(self, weights, version, probe, adapter, load)
 
     def _load_adapter(self, name: str, weights: Mapping[str, torch.Tensor], version: int) -> int:
         from vllm.lora.request import LoRARequest
 
         state = self._adapters[name]
-        check_adapter_tensors(weights, state.settings)
         folder = save_adapter_folder(weights, state.settings, Path(self._folders.name) / f"{name}-v{version}")
         lora_id, self._next_lora_id = self._next_lora_id, self._next_lora_id + 1
         engine = self.llm.llm_engine
@@ -235,11 +214,11 @@ class VLLMEngine:
         if lora_id not in registered or (previous is not None and previous in registered):
             raise WeightSyncError(f"after the update vLLM holds adapters {sorted(registered)}: expected {lora_id} "
                                   f"and not {previous}")
-        state.lora_id, state.folder, state.version = lora_id, folder, version
+        state.lora_id, state.folder = lora_id, folder
         self.llm.reset_prefix_cache()
         return len(weights)
 
-    def _load_base(self, weights: Mapping[str, torch.Tensor], version: int) -> int:
+    def _load_base(self, weights: Mapping[str, torch.Tensor]) -> int:
         if self.lora_enabled:
             raise WeightSyncError("full weight updates are refused while LoRA is enabled: vLLM renames the "
                                   "adapted layers and would skip their weights silently; update the adapters")
@@ -251,7 +230,6 @@ class VLLMEngine:
         (loaded,) = self.llm.collective_rpc(load, args=(named,))
         if not loaded:
             raise WeightSyncError("vLLM's model loaded none of the tensors (names from another model?)")
-        self._base_version = version
         self.llm.reset_prefix_cache()
         return len(named)
 

@@ -12,6 +12,7 @@ import torch
 
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings, WeightSyncError, vllm_installed
 from cudarl.rollout.hf import HFEngine
+from tests.fixtures.tiny_lm import randomize_lora
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (an optional extra)")]
@@ -54,11 +55,7 @@ def _trainer(folder, seed: int) -> tuple[HFEngine, dict]:
 
     trainer = HFEngine(Qwen2ForCausalLM.from_pretrained(folder, dtype=torch.float32).to("cuda"))
     trainer.add_adapter("generator", LORA)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in trainer.lora.peft.named_parameters():
-            if "lora_" in name:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
+    randomize_lora(trainer.lora.peft, seed, scale=0.3)
     return trainer, get_peft_model_state_dict(trainer.lora.peft, adapter_name="generator")
 
 

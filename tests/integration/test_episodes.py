@@ -12,7 +12,6 @@ real chat template and parsing, candidates judged by a real tester (compile-only
 from __future__ import annotations
 
 import pytest
-import torch
 
 from cudarl.agents.prompts import generator_prompt, system_prompt
 from cudarl.rollout.chat import ChatTokens
@@ -21,7 +20,7 @@ from cudarl.rollout.episodes import EpisodeSettings, run_episodes
 from cudarl.rollout.hf import HFEngine
 from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester.verdict import Outcome
-from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, tiny_model
+from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, randomize_lora, tiny_model
 
 TASK = {t.id: t for t in load_suite()}["vector_add"]
 ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
@@ -52,10 +51,7 @@ def test_each_role_generates_with_its_own_adapter_and_version(tokenizer):
     lora = LoraSettings(rank=4, alpha=8)
     for role in ("generator", "optimizer"):
         engine.add_adapter(role, lora)
-    with torch.no_grad():  # the generator's adapter moves on to version 1; the optimizer's stays at 0
-        for name, parameter in engine.lora.peft.named_parameters():
-            if "lora_B" in name and ".generator." in name:
-                parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(7))
+    randomize_lora(engine.lora.peft, seed=7, scale=0.5, adapter="generator")  # generator: version 1; optimizer: 0
     engine.update_weights(get_peft_model_state_dict(engine.lora.peft, adapter_name="generator"), version=1,
                           adapter="generator")
     settings = EpisodeSettings(optimizer_turns=2, sampling=SamplingSettings(max_new_tokens=8, seed=0),

@@ -12,7 +12,7 @@ import torch
 
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings, WeightSyncError
 from cudarl.rollout.hf import HFEngine
-from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
+from tests.fixtures.tiny_lm import randomize_lora, tiny_model, tiny_tokenizer
 
 LORA = LoraSettings(rank=4, alpha=8)
 SAMPLING = SamplingSettings(max_new_tokens=6, seed=4)
@@ -37,11 +37,7 @@ def _trained_adapter(tokenizer, seed: int, settings: LoraSettings = LORA) -> tup
 
     trainer = HFEngine(tiny_model(tokenizer, seed=0))
     trainer.add_adapter("generator", settings)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in trainer.lora.peft.named_parameters():
-            if "lora_" in name:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    randomize_lora(trainer.lora.peft, seed, scale=0.5)
     return trainer, get_peft_model_state_dict(trainer.lora.peft, adapter_name="generator")
 
 

@@ -10,7 +10,7 @@ import pytest
 from actors.policy import PolicySpec, generator_policy, shared_policy
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
 from cudarl.rollout.hf import HFEngine
-from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
+from tests.fixtures.tiny_lm import randomize_lora, tiny_model, tiny_tokenizer
 
 
 def test_a_spec_out_of_range_is_refused():
@@ -56,9 +56,7 @@ def test_one_actor_serves_both_roles_with_an_adapter_each(tmp_path):
     lora = LoraSettings(rank=4, alpha=8)
     trainer = HFEngine(tiny_model(tokenizer, seed=0))
     trainer.add_adapter("generator", lora)
-    for name, parameter in trainer.lora.peft.named_parameters():
-        if "lora_B" in name:
-            parameter.data.normal_(0, 0.5)
+    randomize_lora(trainer.lora.peft, seed=3, scale=0.5)
     ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
     probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
                   expected_logprobs=tuple(trainer.score(ids, 3, adapter="generator")))
