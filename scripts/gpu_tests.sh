@@ -3,7 +3,8 @@
 # builds; running files side by side on one machine was slower than one after another), each
 # with its own time limit, a log per file under OUT and a summary line per file at the end.
 #   scripts/gpu_tests.sh OUT [SECONDS_IN_ALL] [FILE...]     (default: every tests/gpu file)
-# Runs with the Python on PATH (no set-up: the GPU machine brings its own packages).
+# Runs with the Python on PATH (no set-up: the GPU machine brings its own packages; one whose
+# transformers is older than 5.24 needs transformers==5.24.0 and peft==0.21.2 put on PYTHONPATH).
 set -uo pipefail
 out="${1:?usage: scripts/gpu_tests.sh OUT [SECONDS_IN_ALL] [FILE...]}"; shift
 budget="${1:-3600}"; [ $# -gt 0 ] && shift

@@ -151,14 +151,15 @@ def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_bu
 def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp_path):
     """With the static rules off (nothing refused before the build), a candidate whose import
     writes a file elsewhere gets a ``compile_error`` naming the refused path, and nothing appears
-    there (``sandbox.restrict_writes``, Landlock); its own build still writes where it must."""
+    there (``sandbox.restrict_writes``, Landlock); its own build still writes where it must, and
+    a relative write at import (its working folder is its own temporary folder) goes through."""
     from cudarl.tester.sandbox.write_guard import landlock_abi
 
     if landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock: writes cannot be confined here")
     outside = tmp_path / "outside"
     outside.mkdir()
-    writes = f'open("{outside / "planted"}", "w").write("x")\n'
+    writes = f'open("scratch.txt", "w").write("x")\nopen("{outside / "planted"}", "w").write("x")\n'
     settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0},
                                   hardening={"static_rules": False})
     tester = Tester(settings, cache_root=cache_root)

@@ -155,7 +155,9 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
     job = {"kind": "compile", "candidate_path": str(candidate_path), "build_root": str(build_root),
            "arch": arch, "cuda_cflags": cuda_cflags(config), "jobs": config.jobs, "inline_fast": inline_fast,
            "restrict_writes": sandbox.restrict_writes}
-    child = run_child(compile_child.__name__, job, limits, cwd=build_root.parent, started=started)
+    # The candidate's own (temporary) folder is its working folder: a relative write at import lands
+    # there, under the file-size limit, instead of being refused outside the confined folders.
+    child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr
     ok = bool(result and result.get("outcome") == "compiled")
