@@ -18,6 +18,7 @@ Prints a table; writes ``benchmarks/results/rollout-<date>-<gpu>.json`` with com
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import subprocess
 import sys
@@ -154,14 +155,20 @@ def vllm_part(part: str, folder: Path, prompts_file: Path, new_tokens: int, out:
     out.write_text(json.dumps(result))
 
 
-def run_vllm(part: str, folder: Path, prompts: list[list[list[int]]], new_tokens: int) -> dict:
+def run_vllm(part: str, folder: Path, prompts: list[list[list[int]]], new_tokens: int, timeout_s: float) -> dict:
+    """One vLLM part in a child process; past ``timeout_s`` it is killed, having printed every
+    thread's stack shortly before (so a stall in the engine's start-up says where it was)."""
     work = ROOT / ".bench-model" / "parts"
     work.mkdir(parents=True, exist_ok=True)
     (work / "prompts.json").write_text(json.dumps(prompts))
     out = work / f"{part}.json"
     out.unlink(missing_ok=True)
-    child = subprocess.run([sys.executable, __file__, "--vllm-part", part, "--new-tokens", str(new_tokens)],
-                           cwd=ROOT, timeout=1800)
+    command = [sys.executable, __file__, "--vllm-part", part, "--new-tokens", str(new_tokens),
+               "--part-timeout", str(timeout_s)]
+    try:
+        child = subprocess.run(command, cwd=ROOT, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the vLLM {part} part did not finish in {timeout_s:.0f} s (stacks above)"}
     if child.returncode != 0 or not out.exists():
         return {"error": f"the vLLM {part} part exited with {child.returncode}"}
     return json.loads(out.read_text())
@@ -176,10 +183,13 @@ def main() -> int:
     parser.add_argument("--skip-plain", action="store_true", help="leave out plain model.generate (slow)")
     parser.add_argument("--commit", default=None, help="the tree's commit where it has no git history")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--part-timeout", type=float, default=1800.0,
+                        help="seconds each vLLM part (a child process) may take before it is killed")
     parser.add_argument("--vllm-part", choices=["generate", "lora"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = ROOT / ".bench-model"  # ignored by git; vLLM loads the config from a folder
     if args.vllm_part:
+        faulthandler.dump_traceback_later(max(10.0, args.part_timeout - 15.0))
         vllm_part(args.vllm_part, folder, folder / "parts" / "prompts.json", args.new_tokens,
                   folder / "parts" / f"{args.vllm_part}.json")
         return 0
@@ -209,9 +219,9 @@ def main() -> int:
     if not args.tiny and device == "cuda" and vllm_installed():
         folder.mkdir(exist_ok=True)
         build_model(QWEN_1_5B, "cpu", torch.bfloat16).config.save_pretrained(folder)
-        generate = run_vllm("generate", folder, prompts, args.new_tokens)
+        generate = run_vllm("generate", folder, prompts, args.new_tokens, args.part_timeout)
         rows += generate.pop("rows", [])
-        updates["vllm"] = generate | {"lora": run_vllm("lora", folder, prompts, args.new_tokens)}
+        updates["vllm"] = generate | {"lora": run_vllm("lora", folder, prompts, args.new_tokens, args.part_timeout)}
     for row in rows:
         row["tokens_per_s"] = row["batch"] * args.new_tokens / row["seconds"]
         print(f"{row['arm']:24s} batch {row['batch']:4d}  tokens/s {row['tokens_per_s']:10.0f}", flush=True)

@@ -16,7 +16,7 @@ for file in "${files[@]}"; do
   name="$(basename "$file" .py)"
   if [ "$left" -le 10 ]; then echo "$name: not run (time is up)" >> "$out/summary.txt"; continue; fi
   timeout "$left" python3 -m pytest -p pytest_timeout "$file" -m gpu -q -rA -s -p no:cacheprovider \
-    --durations=5 > "$out/$name.log" 2>&1
+    -o faulthandler_timeout=300 --durations=5 > "$out/$name.log" 2>&1
   rc=$?
   echo "$name: rc=$rc $(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed' "$out/$name.log" | tail -1)" \
     "(ended at ${SECONDS}s)" >> "$out/summary.txt"
