@@ -86,9 +86,9 @@ def update_times(engine, model, lora_engine=None, adapter_weights: dict | None =
     probe's scoring (a 256-token sequence), each through the engine's checked path."""
     from cudarl.rollout.engine import LoraSettings
 
-    weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     times = {}
     if engine is not None:
+        weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
         sync = engine.update_weights(weights, version=1)
         _sync()
         times["full_update_s"] = sync.seconds

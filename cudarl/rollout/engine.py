@@ -192,6 +192,19 @@ class WeightVersions:
                           seconds=time.perf_counter() - started)
 
 
+def check_token_ids(sequences: Sequence[Sequence[int]], vocab_size: int) -> None:
+    """Refuse empty sequences and ids outside ``[0, vocab_size)`` before they reach a GPU: an
+    embedding lookup out of range is a device-side assert that kills the process's CUDA context
+    (shared with the trainer), where a ``ValueError`` names the bad id."""
+    for index, sequence in enumerate(sequences):
+        if len(sequence) == 0:
+            raise ValueError("every prompt needs at least one token")
+        low, high = min(sequence), max(sequence)
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"sequence {index} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
+
+
 def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 

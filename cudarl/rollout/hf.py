@@ -27,6 +27,7 @@ from cudarl.rollout.engine import (
     WeightSync,
     WeightSyncError,
     WeightVersions,
+    check_token_ids,
 )
 
 
@@ -42,6 +43,7 @@ class HFEngine:
         self.continuous_batching = dict(continuous_batching or {})
         self.lora = AdapterSet(self.model)
         self.versions = WeightVersions()
+        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, dtype: str = "auto", device: str | None = None) -> HFEngine:
@@ -77,8 +79,7 @@ class HFEngine:
         self.versions.require_usable(adapter)
         if not prompts:
             return []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_token_ids(prompts, self.vocab_size)
         sampling = settings.temperature > 0
         config = GenerationConfig(max_new_tokens=settings.max_new_tokens, do_sample=sampling,
                                   temperature=settings.temperature if sampling else None,
@@ -123,6 +124,7 @@ class HFEngine:
         self.version_of(adapter)
         if not 1 <= prompt_length < len(token_ids):
             raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
+        check_token_ids([token_ids], self.vocab_size)
         device = next(self.model.parameters()).device
         ids = torch.tensor([list(token_ids)], device=device)
         with torch.inference_mode(), self.lora.active(adapter):

@@ -7,17 +7,27 @@ on one GPU shared with the trainer, weights reach the model by reference through
 How the interface is kept:
 - Token ids in, token ids out: prompts are ``TokensPrompt``s, the tokenizer is never loaded
   (``skip_tokenizer_init``), so end-of-sequence ids are passed as ``stop_token_ids``.
+- End of sequence is exactly ``eos_token_ids`` (``ignore_eos`` with ``stop_token_ids``: vLLM
+  would otherwise add the model config's end-of-sequence id on its own).
 - Log-probs are of the distribution sampled from (``logprobs_mode="processed_logprobs"``:
-  after temperature and top-p), as the transformers engine's. ``score`` uses prompt log-probs,
-  which vLLM computes at temperature 1: the probe check runs at temperature 1.
+  after temperature and top-p), as the transformers engine's; at temperature 0 (greedy) they are
+  the untempered log-softmax. Temperatures in (0, 0.01) are refused: vLLM would raise them to
+  0.01. ``score`` uses prompt log-probs, which vLLM computes at temperature 1: the probe check
+  runs at temperature 1.
+- Token ids outside the vocabulary are refused before they reach the GPU (with no tokenizer,
+  vLLM does not check them, and an embedding lookup out of range kills the CUDA context that
+  this process shares with the trainer).
 - Adapters: one LoRA adapter per role. Version 0 of an adapter is the base (peft starts B at 0),
   so it generates with no LoRA request. Each update writes a peft folder, registers it under a
   new integer id (vLLM caches adapters by id and re-reads a ``load_inplace`` request from disk on
-  every step), removes the previous id, checks that exactly the new one is registered, and
-  resets the prefix cache (cached KV was computed with the old weights).
+  every step), removes the previous id and its folder, checks that exactly the new one is
+  registered, and resets the prefix cache (cached KV was computed with the old weights). vLLM's
+  CPU-side adapter store holds one more than ``max_loras``, so adding a role's new version
+  before removing its old one never evicts the other role's adapter.
 - Full updates: ``load_weights`` on the model through ``collective_rpc`` (in place, so CUDA
-  graphs keep valid pointers), then the prefix cache is reset. Refused when LoRA is enabled
-  (vLLM renames the wrapped layers and would skip weights silently).
+  graphs keep valid pointers); a parameter left unloaded fails the update (vLLM's loader skips
+  names it does not know); then the prefix cache is reset. Refused when LoRA is enabled (vLLM
+  renames the wrapped layers: some fail to load, others are skipped silently).
 - Every update's check is the probe (vLLM has no read-back of its fused weights): an update
   without a probe is reported as unverified in ``WeightSync.notes``.
 Not covered: tensor parallelism, several GPUs, sleep mode, a trainer in another process (vLLM's
@@ -26,6 +36,7 @@ Not covered: tensor parallelism, several GPUs, sleep mode, a trainer in another 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +54,11 @@ from cudarl.rollout.engine import (
     WeightSync,
     WeightSyncError,
     WeightVersions,
+    check_token_ids,
 )
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The adapter ranks vLLM 0.20 can be started with (``max_lora_rank``)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +66,8 @@ class VLLMSettings:
     """How the vLLM engine is started (fields are ``vllm.LLM`` arguments)."""
 
     dtype: str = "bfloat16"
-    max_model_len: int = 16384
+    max_model_len: int | None = None
+    """Longest sequence (prompt + continuation); None: the model's own limit."""
     gpu_memory_utilization: float = 0.4
     """Fraction of the GPU vLLM may take; its start-up check needs this much free."""
     kv_cache_memory_bytes: int | None = None
@@ -62,6 +78,7 @@ class VLLMSettings:
     max_loras: int = 2
     """Adapters in one batch (vLLM's default is 1; two roles need 2)."""
     max_lora_rank: int = 64
+    """Largest adapter rank; vLLM accepts only the values in ``LORA_RANKS``."""
     seed: int = 0
     load_format: str = "auto"
     """``dummy``: random weights of the model's shape (benchmarks)."""
@@ -71,8 +88,10 @@ class VLLMSettings:
     def __post_init__(self) -> None:
         if not 0.05 <= self.gpu_memory_utilization <= 0.98:
             raise ValueError(f"gpu_memory_utilization must be in [0.05, 0.98], got {self.gpu_memory_utilization}")
-        if self.max_loras < 1 or self.max_model_len < 16:
+        if self.max_loras < 1 or (self.max_model_len is not None and self.max_model_len < 16):
             raise ValueError("max_loras must be at least 1 and max_model_len at least 16")
+        if self.max_lora_rank not in LORA_RANKS:
+            raise ValueError(f"max_lora_rank must be one of {LORA_RANKS}, got {self.max_lora_rank}")
 
 
 @dataclass
@@ -91,18 +110,21 @@ class VLLMEngine:
         _compat.vllm_in_process(model_is_local=Path(model).exists())
         from vllm import LLM
 
-        lora_args = {"enable_lora": True, "max_loras": self.settings.max_loras,
-                     "max_lora_rank": self.settings.max_lora_rank} if lora else {}
-        memory = {"kv_cache_memory_bytes": self.settings.kv_cache_memory_bytes} \
-            if self.settings.kv_cache_memory_bytes else {}
-        self.llm = LLM(model=model, skip_tokenizer_init=True, logprobs_mode="processed_logprobs",
-                       dtype=self.settings.dtype, max_model_len=self.settings.max_model_len,
-                       gpu_memory_utilization=self.settings.gpu_memory_utilization,
-                       enforce_eager=self.settings.enforce_eager, max_num_seqs=self.settings.max_num_seqs,
-                       seed=self.settings.seed, load_format=self.settings.load_format,
-                       **lora_args, **memory, **self.settings.extra)
+        arguments = {"model": model, "skip_tokenizer_init": True, "logprobs_mode": "processed_logprobs",
+                     "dtype": self.settings.dtype, "max_model_len": self.settings.max_model_len,
+                     "gpu_memory_utilization": self.settings.gpu_memory_utilization,
+                     "enforce_eager": self.settings.enforce_eager, "max_num_seqs": self.settings.max_num_seqs,
+                     "seed": self.settings.seed, "load_format": self.settings.load_format}
+        if lora:
+            arguments |= {"enable_lora": True, "max_loras": self.settings.max_loras,
+                          "max_cpu_loras": self.settings.max_loras + 1, "max_lora_rank": self.settings.max_lora_rank}
+        if self.settings.kv_cache_memory_bytes:
+            arguments["kv_cache_memory_bytes"] = self.settings.kv_cache_memory_bytes
+        self.llm = LLM(**(arguments | self.settings.extra))
+        _require_in_process(self.llm)
+        self.vocab_size = int(self.llm.model_config.get_vocab_size())
         self.lora_enabled = lora
-        self.eos_ids = list(eos_token_ids) if eos_token_ids is not None else _eos_ids(model)
+        self.eos_ids = [int(t) for t in (eos_token_ids if eos_token_ids is not None else _eos_ids(model))]
         self.versions = WeightVersions()
         self._adapters: dict[str, _Adapter] = {}
         self._next_lora_id = 1
@@ -152,10 +174,13 @@ class VLLMEngine:
         request = self._lora_request(adapter)
         if not prompts:
             return []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_token_ids(prompts, self.vocab_size)
+        if 0 < settings.temperature < 0.01:
+            raise ValueError(f"temperature {settings.temperature} is in (0, 0.01), which vLLM raises to 0.01: "
+                             "use 0 (greedy) or at least 0.01")
         params = [SamplingParams(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
-                                 top_p=settings.top_p, logprobs=0, stop_token_ids=self.eos_ids, detokenize=False,
+                                 top_p=settings.top_p, logprobs=0, stop_token_ids=self.eos_ids, ignore_eos=True,
+                                 detokenize=False,
                                  seed=None if settings.seed is None else settings.seed + index)
                   for index in range(len(prompts))]
         version = self.version_of(adapter)
@@ -183,6 +208,7 @@ class VLLMEngine:
 
         if not 1 <= prompt_length < len(token_ids):
             raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
+        check_token_ids([token_ids], self.vocab_size)
         request = self._lora_request(adapter)
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         (output,) = self.llm.generate([TokensPrompt(prompt_token_ids=list(token_ids))], params,
@@ -214,9 +240,16 @@ class VLLMEngine:
         if lora_id not in registered or (previous is not None and previous in registered):
             raise WeightSyncError(f"after the update vLLM holds adapters {sorted(registered)}: expected {lora_id} "
                                   f"and not {previous}")
+        if state.folder is not None:
+            shutil.rmtree(state.folder, ignore_errors=True)  # its id is gone: never read again
         state.lora_id, state.folder = lora_id, folder
-        self.llm.reset_prefix_cache()
+        self._reset_prefix_cache()
         return len(weights)
+
+    def _reset_prefix_cache(self) -> None:
+        if not self.llm.reset_prefix_cache():
+            raise WeightSyncError("vLLM did not reset its prefix cache (blocks in use): cached KV of the old "
+                                  "weights could be reused")
 
     def _load_base(self, weights: Mapping[str, torch.Tensor]) -> int:
         if self.lora_enabled:
@@ -225,13 +258,26 @@ class VLLMEngine:
         named = [(name, tensor) for name, tensor in weights.items()]
 
         def load(worker, tensors):
-            return sorted(worker.model_runner.get_model().load_weights(tensors))
+            model = worker.model_runner.get_model()
+            loaded = model.load_weights(tensors)
+            return sorted({name for name, _ in model.named_parameters()} - set(loaded))
 
-        (loaded,) = self.llm.collective_rpc(load, args=(named,))
-        if not loaded:
-            raise WeightSyncError("vLLM's model loaded none of the tensors (names from another model?)")
-        self.llm.reset_prefix_cache()
+        (missing,) = self.llm.collective_rpc(load, args=(named,))
+        if missing:
+            raise WeightSyncError(f"vLLM's model left {len(missing)} parameter(s) unloaded (names from another "
+                                  f"model?), e.g. {missing[:3]}")
+        self._reset_prefix_cache()
         return len(named)
+
+
+def _require_in_process(llm) -> None:
+    """Weight updates pass tensors by reference to an engine core in this process; a user's
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=1`` would move it to a child (functions refused, tensors copied)."""
+    from vllm.v1.engine.core_client import InprocClient
+
+    if not isinstance(llm.llm_engine.engine_core, InprocClient):
+        raise RuntimeError("the vLLM engine core runs in another process: unset VLLM_ENABLE_V1_MULTIPROCESSING "
+                           "or set it to 0 (cudarl updates weights in place, in this process)")
 
 
 def _eos_ids(model: str) -> list[int]:

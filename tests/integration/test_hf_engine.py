@@ -117,3 +117,32 @@ def test_engine_choice_and_settings_are_checked():
     for bad in ({"max_new_tokens": 0}, {"temperature": -1.0}, {"top_p": 0.0}):
         with pytest.raises(ValueError):
             SamplingSettings(**bad)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused_before_the_model_sees_them(engine, tokenizer):
+    """On a GPU an out-of-range id is a device-side assert that kills the CUDA context the
+    trainer shares; here it is a ValueError naming the id, and the engine still works after."""
+    vocab = engine.vocab_size
+    assert vocab == engine.model.get_input_embeddings().num_embeddings
+    good = _prompts(tokenizer)[0]
+    for bad, named in ((good + [vocab], vocab), (good + [-1], -1)):
+        with pytest.raises(ValueError, match=f"token id {named}, outside the vocabulary"):
+            engine.generate([good, bad], SamplingSettings(max_new_tokens=2))
+        with pytest.raises(ValueError, match=f"token id {named}"):
+            engine.score(bad, 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        engine.generate([[]], SamplingSettings(max_new_tokens=2))
+    (after,) = engine.generate([good], SamplingSettings(max_new_tokens=2))
+    assert after.prompt_ids == tuple(good) and 1 <= len(after.token_ids) <= 2
+
+
+def test_vllm_settings_are_checked_without_vllm():
+    """Settings vLLM 0.20 would refuse only once its engine is starting fail at once."""
+    from cudarl.rollout.vllm_engine import LORA_RANKS, VLLMSettings
+
+    assert VLLMSettings().max_lora_rank in LORA_RANKS and VLLMSettings().max_model_len is None
+    for bad, message in (({"max_lora_rank": 48}, "max_lora_rank must be one of"),
+                         ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+                         ({"max_loras": 0}, "max_loras"), ({"max_model_len": 8}, "max_model_len")):
+        with pytest.raises(ValueError, match=message):
+            VLLMSettings(**bad)
