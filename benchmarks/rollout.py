@@ -4,7 +4,8 @@ Qwen2.5-Coder-1.5B (random weights from its config, bf16). Run on a GPU machine:
     uv run python benchmarks/rollout.py [--batches 64 256] [--new-tokens 256] [--prompt-tokens 128]
     uv run python benchmarks/rollout.py --tiny     # a smoke run of the transformers arms on a tiny model (CPU)
 
-Arms: plain ``model.generate``; cudarl's transformers engine (continuous batching); raw
+Arms: plain ``model.generate``; cudarl's transformers engine (continuous batching, the library's
+default CUDA-graph choice, and on a GPU again with CUDA graphs forced on); raw
 ``vllm.LLM.generate`` and cudarl's vLLM engine on the same ``LLM`` instance (so the only
 difference is cudarl's wrapper); weight updates: a full update and a LoRA adapter update
 (rank 16 on every projection) through each engine, with the probe's scoring timed apart.
@@ -206,14 +207,23 @@ def main() -> int:
                for batch in args.batches]
     rows = []
     engine_generate(engine, prompts[0][:8], args.new_tokens)  # warm-up
+    # The library turns CUDA graphs off by default for attention that needs a mask (sdpa); the
+    # same engine with them forced on, so one run shows which setting a GPU should use.
+    graphs = HFEngine(model, eos_token_id=[], pad_token_id=0, continuous_batching={"use_cuda_graph": True}) \
+        if device == "cuda" else None
+    if graphs is not None:
+        engine_generate(graphs, prompts[0][:8], args.new_tokens)
     for batch in prompts:
         if not args.skip_plain:
             rows.append({"arm": "plain model.generate", "batch": len(batch),
                          "seconds": plain_generate(model, batch, args.new_tokens)})
         rows.append({"arm": "cudarl HF engine", "batch": len(batch),
                      "seconds": engine_generate(engine, batch, args.new_tokens)})
+        if graphs is not None:
+            rows.append({"arm": "cudarl HF engine, graphs", "batch": len(batch),
+                         "seconds": engine_generate(graphs, batch, args.new_tokens)})
     updates = {"hf": update_times(engine, model)}
-    del engine, model
+    del engine, model, graphs
     if device == "cuda":
         torch.cuda.empty_cache()
     if not args.tiny and device == "cuda" and vllm_installed():
