@@ -206,24 +206,20 @@ def main() -> int:
     prompts = [torch.randint(1, shape["vocab_size"], (batch, args.prompt_tokens), generator=generator).tolist()
                for batch in args.batches]
     rows = []
-    engine_generate(engine, prompts[0][:8], args.new_tokens)  # warm-up
-    # The library turns CUDA graphs off by default for attention that needs a mask (sdpa); the
-    # same engine with them forced on, so one run shows which setting a GPU should use.
-    graphs = HFEngine(model, eos_token_id=[], pad_token_id=0, continuous_batching={"use_cuda_graph": True}) \
-        if device == "cuda" else None
-    if graphs is not None:
-        engine_generate(graphs, prompts[0][:8], args.new_tokens)
+    hf_arms = {"cudarl HF engine": engine}
+    if device == "cuda":  # the library leaves CUDA graphs off for attention that needs a mask (sdpa): both
+        hf_arms["cudarl HF engine, graphs"] = HFEngine(model, eos_token_id=[], pad_token_id=0,
+                                                       continuous_batching={"use_cuda_graph": True})
+    for arm in hf_arms.values():
+        engine_generate(arm, prompts[0][:8], args.new_tokens)  # warm-up
     for batch in prompts:
         if not args.skip_plain:
             rows.append({"arm": "plain model.generate", "batch": len(batch),
                          "seconds": plain_generate(model, batch, args.new_tokens)})
-        rows.append({"arm": "cudarl HF engine", "batch": len(batch),
-                     "seconds": engine_generate(engine, batch, args.new_tokens)})
-        if graphs is not None:
-            rows.append({"arm": "cudarl HF engine, graphs", "batch": len(batch),
-                         "seconds": engine_generate(graphs, batch, args.new_tokens)})
+        for name, arm in hf_arms.items():
+            rows.append({"arm": name, "batch": len(batch), "seconds": engine_generate(arm, batch, args.new_tokens)})
     updates = {"hf": update_times(engine, model)}
-    del engine, model, graphs
+    del engine, model, hf_arms
     if device == "cuda":
         torch.cuda.empty_cache()
     if not args.tiny and device == "cuda" and vllm_installed():

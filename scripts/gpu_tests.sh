@@ -18,7 +18,7 @@ for file in "${files[@]}"; do
   timeout "$left" python3 -m pytest -p pytest_timeout "$file" -m gpu -q -rA -s -p no:cacheprovider \
     -o faulthandler_timeout=300 --durations=5 > "$out/$name.log" 2>&1
   rc=$?
-  echo "$name: rc=$rc $(grep -E '^[0-9]+ (passed|failed)|[0-9]+ passed|[0-9]+ failed' "$out/$name.log" | tail -1)" \
+  echo "$name: rc=$rc $(grep -E '[0-9]+ (passed|failed|skipped)' "$out/$name.log" | tail -1)" \
     "(ended at ${SECONDS}s)" >> "$out/summary.txt"
 done
 cat "$out/summary.txt"

@@ -9,7 +9,7 @@ set -uo pipefail
 out="${1:?usage: scripts/vllm_gpu.sh OUT [SECONDS_IN_ALL] [COMMIT]}"
 budget="${2:-580}"; commit="${3:-}"
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+export PYTHONUNBUFFERED=1
 if ! python3 -c "import vllm" 2>/dev/null; then
   parts=$(ls /tmp/vparts/part-* 2>/dev/null | wc -l)
   [ "$parts" -ge 4 ] || { echo "vLLM is not importable and /tmp/vparts holds $parts of 4 parts" | tee "$out/summary.txt"; exit 2; }
@@ -18,9 +18,7 @@ if ! python3 -c "import vllm" 2>/dev/null; then
 fi
 python3 -c "import vllm, transformers, torch; print('vllm', vllm.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)" 2>&1 | tail -1 | tee "$out/summary.txt"
 left=$((budget - SECONDS))
-timeout $((left / 2)) python3 -m pytest -p pytest_timeout tests/gpu/test_vllm_gpu.py -m gpu -q -rA -s \
-  -p no:cacheprovider -o faulthandler_timeout=240 --durations=5 > "$out/test_vllm_gpu.log" 2>&1
-echo "test_vllm_gpu: rc=$? $(grep -E '[0-9]+ (passed|failed|skipped)' "$out/test_vllm_gpu.log" | tail -1) (ended at ${SECONDS}s)" >> "$out/summary.txt"
+"$(dirname "$0")/gpu_tests.sh" "$out" $((left / 2)) tests/gpu/test_vllm_gpu.py > /dev/null
 left=$((budget - SECONDS))
 if [ "$left" -gt 120 ]; then
   timeout "$left" python3 benchmarks/rollout.py --out "$out/rollout.json" --part-timeout $(((left - 150) / 2)) \

@@ -205,6 +205,14 @@ def check_token_ids(sequences: Sequence[Sequence[int]], vocab_size: int) -> None
             raise ValueError(f"sequence {index} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
 
 
+def check_score_request(token_ids: Sequence[int], prompt_length: int, vocab_size: int) -> None:
+    """A scoring request both engines accept: at least one token scored after at least one of
+    context, every id in the vocabulary."""
+    if not 1 <= prompt_length < len(token_ids):
+        raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
+    check_token_ids([token_ids], vocab_size)
+
+
 def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 

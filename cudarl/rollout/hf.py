@@ -27,6 +27,7 @@ from cudarl.rollout.engine import (
     WeightSync,
     WeightSyncError,
     WeightVersions,
+    check_score_request,
     check_token_ids,
 )
 
@@ -122,9 +123,7 @@ class HFEngine:
               temperature: float = 1.0) -> list[float]:
         """Log-probs the model (with ``adapter``) gives ``token_ids[prompt_length:]`` after what precedes each."""
         self.version_of(adapter)
-        if not 1 <= prompt_length < len(token_ids):
-            raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
-        check_token_ids([token_ids], self.vocab_size)
+        check_score_request(token_ids, prompt_length, self.vocab_size)
         device = next(self.model.parameters()).device
         ids = torch.tensor([list(token_ids)], device=device)
         with torch.inference_mode(), self.lora.active(adapter):

@@ -54,6 +54,7 @@ from cudarl.rollout.engine import (
     WeightSync,
     WeightSyncError,
     WeightVersions,
+    check_score_request,
     check_token_ids,
 )
 
@@ -206,9 +207,7 @@ class VLLMEngine:
         """Log-probs (temperature 1) of ``token_ids[prompt_length:]``, from vLLM's prompt log-probs."""
         from vllm import SamplingParams, TokensPrompt
 
-        if not 1 <= prompt_length < len(token_ids):
-            raise ValueError(f"prompt_length must be in [1, {len(token_ids) - 1}], got {prompt_length}")
-        check_token_ids([token_ids], self.vocab_size)
+        check_score_request(token_ids, prompt_length, self.vocab_size)
         request = self._lora_request(adapter)
         params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         (output,) = self.llm.generate([TokensPrompt(prompt_token_ids=list(token_ids))], params,
