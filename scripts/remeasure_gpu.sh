@@ -4,7 +4,8 @@
 # cross-process timing spread. Each part under its share of a time budget, a log each, results
 # JSON (commit, versions, settings) under OUT, a summary line per part.
 #   scripts/remeasure_gpu.sh OUT [SECONDS_IN_ALL] [COMMIT] [PART...]
-#   PART: pool (default settings), serial, pool-slots4, spread   (default: all four, in that order)
+#   PART: pool (default settings), serial, pool-slotsN (N bench slots), spread   (default: pool serial
+#   pool-slots4 spread)
 # Runs with the Python on PATH; pass COMMIT where the tree has no git history ("" for none).
 set -uo pipefail
 out="${1:?usage: scripts/remeasure_gpu.sh OUT [SECONDS_IN_ALL] [COMMIT] [PART...]}"; shift
@@ -21,10 +22,10 @@ for part in "${parts[@]}"; do
   case "$part" in
     pool) args=(benchmarks/pool_throughput.py --only pool --cache "$cache" --out "$out/pool_throughput.json") ;;
     serial) args=(benchmarks/pool_throughput.py --only serial --cache "$cache" --out "$out/pool_throughput.json") ;;
-    pool-slots4) args=(benchmarks/pool_throughput.py --only pool --bench-slots 4 --cache "$cache"
-                       --out "$out/pool_throughput-4slots.json") ;;
+    pool-slots*) args=(benchmarks/pool_throughput.py --only pool --bench-slots "${part#pool-slots}" --cache "$cache"
+                       --out "$out/pool_throughput-${part#pool-slots}slots.json") ;;
     spread) args=(benchmarks/timing_spread.py --out "$out/timing_spread.json") ;;
-    *) echo "$part: unknown part (pool, serial, pool-slots4, spread)" >> "$out/summary.txt"; continue ;;
+    *) echo "$part: unknown part (pool, serial, pool-slotsN, spread)" >> "$out/summary.txt"; continue ;;
   esac
   timeout "$left" python3 "${args[@]}" "${tag[@]}" > "$out/$part.log" 2>&1
   echo "$part: rc=$? (ended at ${SECONDS}s)" >> "$out/summary.txt"
