@@ -163,3 +163,28 @@ def save_adapter_folder(weights: Mapping[str, torch.Tensor], settings: LoraSetti
     save_file({key: tensor.detach().to("cpu").contiguous() for key, tensor in weights.items()},
               str(folder / "adapter_model.safetensors"))
     return folder
+
+
+def read_adapter_folder(folder: Path) -> tuple[LoraSettings, dict[str, torch.Tensor]]:
+    """A peft adapter folder (as ``save_adapter_folder`` or a peft ``save_pretrained`` writes it)
+    as (settings, tensors in peft's state-dict naming): how a warm-started adapter reaches an
+    engine (``add_adapter(name, settings)``, then ``update_weights(tensors, version, adapter=name)``,
+    which checks every tensor). Raises ``ValueError`` naming the file when it is missing or not
+    a LoRA adapter."""
+    import json
+
+    from safetensors.torch import load_file
+
+    config_path, weights_path = folder / "adapter_config.json", folder / "adapter_model.safetensors"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise ValueError(f"{path}: missing (not a peft adapter folder)")
+    try:
+        config = json.loads(config_path.read_text())
+        settings = LoraSettings(rank=int(config["r"]), alpha=int(config["lora_alpha"]),
+                                target_modules=tuple(sorted(config["target_modules"])))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{config_path}: not a LoRA adapter config ({exc})") from exc
+    weights = load_file(str(weights_path))
+    check_adapter_tensors(weights, settings)
+    return settings, weights
