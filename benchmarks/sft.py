@@ -1,0 +1,158 @@
+"""Warm-start training throughput and peak GPU memory, QLoRA against bf16 LoRA, side by side, for a
+model with the shape of Qwen2.5-Coder-1.5B (random weights from its config, saved to a folder and
+loaded by path, so the 4-bit arm quantizes at load like a real model). Run on a GPU machine:
+
+    uv run python benchmarks/sft.py [--steps 200] [--batch 4] [--seq 1024]
+    uv run python benchmarks/sft.py --tiny --steps 4     # a smoke run of the code path on a CPU (LoRA arm only)
+
+Each arm trains through cudarl's own path (``cudarl.sft.train.train_role``: TRL's ``SFTTrainer``,
+peft LoRA rank 16 on every projection, gradient checkpointing, completion-only loss) on the same
+random token rows, in its own child process so its peak memory is its own. Tokens/s counts every
+token of every row over the trainer's ``train_runtime`` (first steps included); peak memory is
+``torch.cuda.max_memory_allocated``. Goal: QLoRA's peak at most half of bf16 LoRA's, at no worse
+than 60% of its tokens/s. Prints a table; writes ``benchmarks/results/sft-<date>-<gpu>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from run_metadata import ROOT, run_metadata
+
+QWEN_1_5B = {"vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+             "num_attention_heads": 12, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+             "tie_word_embeddings": True, "rope_theta": 1000000.0}
+TINY = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096}
+ARMS = {"QLoRA (NF4, double quant, bf16 compute)": "4bit", "bf16 LoRA": "none"}
+
+
+def _tokenizer(folder: Path):
+    """A small real tokenizer trained here: the trainer needs one (padding, saving); the rows are ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.train_from_iterator(["__global__ void kernel(float* x) { x[0] = 1.0f; }"] * 10,
+                                  trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<|endoftext|>"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                                   unk_token="<unk>")
+    fast.save_pretrained(folder)
+
+
+def build_folder(folder: Path, shape: dict) -> None:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**shape, eos_token_id=1, pad_token_id=1)).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    _tokenizer(folder)
+
+
+def run_arm(folder: Path, quantization: str, steps: int, batch: int, seq: int, out: Path) -> dict:
+    """One arm in this (child) process: train, then the figures."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from cudarl.config import SftConfig
+    from cudarl.sft.dataset import SftData, SftRow
+    from cudarl.sft.train import train_role
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+    generator = torch.Generator().manual_seed(1)
+    rows = [SftRow(role="generator", task_id=f"t{i}", prompt_ids=tuple(ids[:seq // 4]),
+                   completion_ids=tuple(ids[seq // 4:]), origin="random")
+            for i, ids in enumerate(torch.randint(2, vocab, (batch * steps, seq), generator=generator).tolist())]
+    config = SftConfig(base_model=str(folder), roles=("generator",), max_steps=steps, batch_size=batch,
+                       gradient_accumulation=1, max_length=seq, logging_steps=max(1, steps // 10),
+                       save_steps=10 * steps, quantization=quantization, lr_scheduler="constant", warmup_ratio=0.0)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    result = train_role(config, "generator", SftData(train=rows), AutoTokenizer.from_pretrained(folder), out,
+                        device, progress_bars=False)
+    wall = time.perf_counter() - started
+    history = json.loads((out / "generator" / "loss.json").read_text())["log_history"]
+    runtime = next(e["train_runtime"] for e in history if "train_runtime" in e)
+    return {"quantization": quantization, "steps": result.steps, "tokens": steps * batch * seq,
+            "train_runtime_s": runtime, "wall_s": wall, "tokens_per_s": steps * batch * seq / runtime,
+            "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+            "first_loss": result.first_loss, "last_loss": result.last_loss}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--tiny", action="store_true", help="a tiny model (smoke run; on a CPU only the LoRA arm)")
+    parser.add_argument("--arm-timeout", type=float, default=1200.0, help="seconds each arm may take")
+    parser.add_argument("--commit", default=None, help="the tree's commit where it has no git history")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--arm", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.arm:
+        with tempfile.TemporaryDirectory() as scratch:
+            row = run_arm(Path(args.folder), args.arm, args.steps, args.batch, args.seq, Path(scratch))
+        print("ROW " + json.dumps(row), flush=True)
+        return 0
+
+    import torch
+
+    shape = TINY if args.tiny else QWEN_1_5B
+    arms = dict(ARMS) if torch.cuda.is_available() else {"bf16 LoRA": "none"}
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) / "model"
+        build_folder(folder, shape)
+        for name, quantization in arms.items():
+            command = [sys.executable, __file__, "--arm", quantization, "--folder", str(folder), "--steps",
+                       str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=args.arm_timeout)
+            except subprocess.TimeoutExpired:
+                rows.append({"arm": name, "error": f"timed out after {args.arm_timeout:.0f} s"})
+                continue
+            found = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
+            if done.returncode != 0 or not found:
+                rows.append({"arm": name, "error": (done.stderr or done.stdout)[-2000:]})
+                continue
+            rows.append({"arm": name} | json.loads(found[-1]))
+    for row in rows:
+        if "error" in row:
+            print(f"{row['arm']:42s} FAILED: {row['error'].strip().splitlines()[-1] if row['error'].strip() else ''}")
+            continue
+        memory = f"{row['peak_memory_gib']:8.2f} GiB" if row["peak_memory_gib"] is not None else "     n/a"
+        print(f"{row['arm']:42s} tokens/s {row['tokens_per_s']:9.0f}  peak {memory}  "
+              f"loss {row['first_loss']:.3f} -> {row['last_loss']:.3f}")
+    ratios = {}
+    by = {row["arm"]: row for row in rows if "error" not in row}
+    if len(by) == 2:
+        qlora, lora = by["QLoRA (NF4, double quant, bf16 compute)"], by["bf16 LoRA"]
+        ratios = {"qlora_peak_vs_lora": qlora["peak_memory_gib"] / lora["peak_memory_gib"],
+                  "qlora_tokens_per_s_vs_lora": qlora["tokens_per_s"] / lora["tokens_per_s"]}
+        print(f"QLoRA / bf16 LoRA: peak memory {ratios['qlora_peak_vs_lora']:.2f}x (goal <= 0.5), "
+              f"tokens/s {ratios['qlora_tokens_per_s_vs_lora']:.2f}x (goal >= 0.6)")
+    metadata = run_metadata(args.commit)
+    out = Path(args.out or ROOT / "benchmarks" / "results" /
+               f"sft-{datetime.now(UTC).date().isoformat()}-{(metadata['gpu'] or 'cpu').replace(' ', '-')}.json")
+    settings = {"steps": args.steps, "batch": args.batch, "seq": args.seq, "model_shape": shape, "lora_rank": 16,
+                "gradient_checkpointing": True}
+    out.write_text(json.dumps({"machine": metadata, "settings": settings, "rows": rows, "ratios": ratios}, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
