@@ -43,12 +43,25 @@ class PolicySpec:
     """One LoRA adapter per role served, named after the role (None: the roles use the base weights)."""
     vllm: dict | None = None
     """``VLLMSettings`` fields for the vLLM engine (memory share, CUDA graphs, context length)."""
+    adapters: dict[str, str] | None = None
+    """Warm-start adapter folders by role (``cudarl sft`` writes ``<out>/<role>``), loaded at start
+    as version 1 through the checked update path; ``lora`` defaults to their shape."""
 
     def __post_init__(self) -> None:
         if self.role not in (*ROLES, "both"):
             raise ValueError(f"role must be 'generator', 'optimizer' or 'both', got {self.role!r}")
         if not 0.0 <= self.gpu_share <= 1.0:
             raise ValueError(f"gpu_share must be in [0, 1], got {self.gpu_share}")
+        if self.adapters:
+            unknown = [role for role in self.adapters if role not in self.roles]
+            if unknown:
+                raise ValueError(f"adapters for {', '.join(unknown)}: this policy serves {', '.join(self.roles)}")
+            if self.lora is None:
+                from pathlib import Path
+
+                from cudarl.rollout.adapters import read_adapter_folder
+
+                object.__setattr__(self, "lora", read_adapter_folder(Path(next(iter(self.adapters.values()))))[0])
         if self.role == "both" and self.lora is None:
             raise ValueError("role 'both' shares one base model between the roles: it needs lora settings "
                              "(one adapter per role)")
@@ -72,6 +85,22 @@ class Policy:
         if self.spec.lora is not None:
             for role in self.spec.roles:
                 self.engine.add_adapter(role, self.spec.lora)
+        for role, folder in (self.spec.adapters or {}).items():
+            self._load_warm_start(role, folder)
+
+    def _load_warm_start(self, role: str, folder: str) -> None:
+        from pathlib import Path
+
+        from cudarl.rollout.adapters import read_adapter_folder
+
+        settings, weights = read_adapter_folder(Path(folder))
+        mine = self.spec.lora
+        if (settings.rank, settings.alpha, set(settings.target_modules)) != (mine.rank, mine.alpha,
+                                                                             set(mine.target_modules)):
+            raise ValueError(f"{folder}: rank {settings.rank}, alpha {settings.alpha} over "
+                             f"{', '.join(settings.target_modules)}; this policy's adapters are rank {mine.rank}, "
+                             f"alpha {mine.alpha} over {', '.join(mine.target_modules)}")
+        self.engine.update_weights(weights, version=1, adapter=role)
 
     def _adapter(self, role: Role | None) -> str | None:
         role = role or (self.spec.roles[0] if len(self.spec.roles) == 1 else None)

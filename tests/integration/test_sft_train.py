@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -45,10 +46,11 @@ def _config(folder, **changes) -> SftConfig:
 
 
 def test_the_warm_start_learns_reports_and_its_adapter_loads_into_a_policy(base_folder, tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from actors.policy import Policy, PolicySpec
     from cudarl.rollout.adapters import read_adapter_folder
-    from cudarl.rollout.hf import HFEngine
+    from cudarl.rollout.chat import ChatTokens
     from cudarl.sft.train import run_sft
 
     out = tmp_path / "sft"
@@ -66,19 +68,15 @@ def test_the_warm_start_learns_reports_and_its_adapter_loads_into_a_policy(base_
 
     settings, weights = read_adapter_folder(out / "generator")
     assert settings.rank == 16 and any(key.endswith("lora_B.weight") for key in weights)
-    tokenizer = AutoTokenizer.from_pretrained(base_folder)
-    engine = HFEngine(AutoModelForCausalLM.from_pretrained(base_folder, dtype=torch.float32))
-    engine.add_adapter("generator", settings)
-    sync = engine.update_weights(weights, version=1, adapter="generator")
-    assert sync.tensors == len(weights)
-    from cudarl.rollout.chat import ChatTokens
-
-    chat = ChatTokens(tokenizer)
+    policy = Policy(asdict(PolicySpec(role="generator", model=str(base_folder), engine="hf", dtype="float32",
+                                      adapters={"generator": str(out / "generator")})))
+    assert policy.ready()["weights_versions"] == {"generator": 1} and policy.ready()["adapters"] == ["generator"]
+    chat = ChatTokens(AutoTokenizer.from_pretrained(base_folder))
     example = suite_examples(load_suite())[0]
     prompt = chat.prompt(example.system, example.user)
     answer = chat.encode(example.answer)[:64]
-    base = sum(engine.score(prompt + answer, len(prompt)))
-    tuned = sum(engine.score(prompt + answer, len(prompt), adapter="generator"))
+    tuned = sum(policy.score(prompt + answer, len(prompt)))
+    base = sum(policy.engine.score(prompt + answer, len(prompt)))  # the same model without the adapter
     assert tuned > base + 1.0, (base, tuned)  # the adapter learned what an answer looks like
 
     [again] = run_sft(_config(base_folder, max_steps=10), out, progress_bars=False)
