@@ -68,3 +68,13 @@ def import_source(path: Path, module_name: str) -> ModuleType:
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an ``--out`` that cannot be written before any work is done."""
+    if path.is_dir():
+        raise ReportError(f"cannot write the report to {path}: it is a folder")
+    existing = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or \
+            (path.exists() and not os.access(path, os.W_OK)):
+        raise ReportError(f"cannot write the report to {path}: no write permission")

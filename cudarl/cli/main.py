@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     from cudarl.cli.table import stdout_console, verdict_table
     from cudarl.config import load_config
-    from cudarl.files import ReportError
+    from cudarl.files import ReportError, check_writable
     from cudarl.tasks import load_tasks
     from cudarl.tasks.loaders import select_tasks
     from cudarl.tasks.report import LoadReport
@@ -79,18 +78,6 @@ def _eval(args: argparse.Namespace) -> int:
     written = f"[red]error:[/red] {escape(str(failed))}" if failed else f"report written to {escape(args.out)}"
     console.print(f"summary: {report['summary']}; {written}")
     return 2 if failed else 0
-
-
-def check_writable(path: Path) -> None:
-    """Refuse an ``--out`` that cannot be written before any work is done."""
-    from cudarl.files import ReportError
-
-    if path.is_dir():
-        raise ReportError(f"cannot write the report to {path}: it is a folder")
-    existing = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK) or \
-            (path.exists() and not os.access(path, os.W_OK)):
-        raise ReportError(f"cannot write the report to {path}: no write permission")
 
 
 def _judge_on_pool(args: argparse.Namespace, config, pairs, advance) -> list:

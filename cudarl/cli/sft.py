@@ -18,8 +18,8 @@ def _value(text: str) -> object:
 
 
 def _sft(args: argparse.Namespace) -> int:
-    from cudarl.cli.main import check_writable
     from cudarl.config import ConfigError, load_config
+    from cudarl.files import check_writable
 
     config = load_config(args.config).sft
     changes = {}

@@ -28,6 +28,7 @@ LAYERS = {
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
     "actors": 40,
+    "cudarl.sft": 38,  # the warm start: examples in the agents' prompts, rows in the rollout's token layout
     "cudarl.rollout": 35,  # engines and the episode loop (judges through a callable, not the pool client)
     "cudarl.pool.book": 30, "cudarl.pool.records": 30, "cudarl.pool.scaling": 30, "cudarl.metrics": 30,
     "cudarl.agents": 26,  # prompts, parsing, feedback, trajectories: read verdicts and tasks
