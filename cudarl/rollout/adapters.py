@@ -181,10 +181,16 @@ def read_adapter_folder(folder: Path) -> tuple[LoraSettings, dict[str, torch.Ten
             raise ValueError(f"{path}: missing (not a peft adapter folder)")
     try:
         config = json.loads(config_path.read_text())
-        settings = LoraSettings(rank=int(config["r"]), alpha=int(config["lora_alpha"]),
+        alpha = config["lora_alpha"]
+        settings = LoraSettings(rank=int(config["r"]), alpha=int(alpha),
                                 target_modules=tuple(sorted(config["target_modules"])))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{config_path}: not a LoRA adapter config ({exc})") from exc
+    scaled_otherwise = [name for name in ("use_rslora", "use_dora", "rank_pattern", "alpha_pattern")
+                        if config.get(name)] + (["a fractional lora_alpha"] if alpha != int(alpha) else [])
+    if scaled_otherwise:  # the engines' adapters are plain LoRA: these would load at the wrong scale
+        raise ValueError(f"{config_path}: {', '.join(scaled_otherwise)} set; only plain LoRA adapters "
+                         "(one rank, one alpha, no rsLoRA or DoRA) can be loaded")
     weights = load_file(str(weights_path))
     check_adapter_tensors(weights, settings)
     return settings, weights

@@ -26,6 +26,7 @@ adapters in one batch, CPU compilation (on a CPU the same loop runs eagerly).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,16 +49,19 @@ class _SampleAndRecord:
     """A logits processor that samples (temperature, top-p; greedy at temperature 0) and records
     the log-prob of the token sampled; returns scores that make ``generate``'s greedy step pick it."""
 
-    def __init__(self, temperature: float, top_p: float, generator: torch.Generator) -> None:
+    def __init__(self, temperature: float, top_p: float, generator: torch.Generator, real_rows: int,
+                 stop_id: int | None) -> None:
         from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
         self.warpers = []
-        if temperature > 0:
-            self.warpers.append(TemperatureLogitsWarper(temperature))
+        if temperature > 0:  # the warpers refuse ints
+            self.warpers.append(TemperatureLogitsWarper(float(temperature)))
             if top_p < 1.0:
-                self.warpers.append(TopPLogitsWarper(top_p))
+                self.warpers.append(TopPLogitsWarper(float(top_p)))
         self.greedy = temperature == 0
         self.generator = generator
+        self.real_rows = real_rows  # rows past it only fill the batch bucket: they stop at once
+        self.stop_id = stop_id
         self.logprobs: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -69,6 +73,8 @@ class _SampleAndRecord:
             chosen = scores.argmax(dim=-1, keepdim=True)
         else:
             chosen = torch.multinomial(logprobs.exp(), 1, generator=self.generator)
+        if self.stop_id is not None and self.real_rows < chosen.shape[0]:  # or they would keep the loop going
+            chosen[self.real_rows:] = self.stop_id
         self.logprobs.append(logprobs.gather(-1, chosen)[:, 0])
         return torch.full_like(scores, float("-inf")).scatter_(-1, chosen, 0.0)
 
@@ -129,8 +135,8 @@ def decode_static(model, prompts: Sequence[Sequence[int]], max_new_tokens: int, 
         ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
         mask[row, width - len(prompt):] = 1
     generator = torch.Generator(device=device)
-    generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
-    sampler = _SampleAndRecord(temperature, top_p, generator)
+    generator.manual_seed(seed if seed is not None else secrets.randbits(62))  # the process's generator untouched
+    sampler = _SampleAndRecord(temperature, top_p, generator, len(prompts), min(stop_ids) if stop_ids else None)
     cache_length = max(MIN_CACHE_LENGTH, _power_of_two(width + max_new_tokens))
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                               eos_token_id=sorted(stop_ids) or None, pad_token_id=pad,

@@ -108,6 +108,42 @@ def _last_checkpoint(folder: Path) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
+RESUMABLE_CHANGES = ("max_steps", "epochs", "eval_steps", "save_steps", "logging_steps")
+"""Settings a resumed run may change. The learning-rate schedule is rebuilt for the new length
+(the trainer does not keep it in the checkpoint), so a finished cosine run extended by raising
+``max_steps`` warms up from its low end again."""
+
+
+def _fingerprint(config: SftConfig, rows: list[SftRow]) -> dict:
+    """What a checkpoint was made from: every setting but the ones a resumed run may change, and
+    a digest of the training rows (another base model, LoRA shape or data must start afresh)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(f"{row.origin}:{len(row.prompt_ids)}:{hash(row.completion_ids)}|".encode())
+    settings = {k: v for k, v in config.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    return {"settings": settings, "rows": digest.hexdigest()}
+
+
+def _check_resumable(checkpoints: Path, fingerprint: dict) -> str | None:
+    """The checkpoint to resume from (None: none), after checking it was made from the same
+    settings and data; raises ``ValueError`` naming what changed."""
+    resume = _last_checkpoint(checkpoints)
+    recorded_path = checkpoints / "fingerprint.json"
+    if resume is None:
+        return None
+    recorded = json.loads(recorded_path.read_text()) if recorded_path.is_file() else {}
+    changed = sorted(k for k in set(fingerprint["settings"]) | set(recorded.get("settings", {}))
+                     if fingerprint["settings"].get(k) != recorded.get("settings", {}).get(k))
+    if recorded.get("rows") != fingerprint["rows"]:
+        changed.append("the training rows")
+    if changed:
+        raise ValueError(f"{checkpoints} holds checkpoints made with other settings (changed: {', '.join(changed)}); "
+                         "use another output folder or remove them")
+    return resume
+
+
 def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path, device: str,
                progress_bars: bool) -> RoleResult:
     """Train one role's adapter; resumes from ``<out>/<role>/checkpoints`` when it holds one."""
@@ -122,6 +158,10 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
     held_out = [r for r in data.held_out if r.role == role]
     if not train:
         raise ValueError(f"no training rows for the {role} role (see {out / 'data.json'})")
+    fingerprint = _fingerprint(config, train)
+    resume = _check_resumable(checkpoints, fingerprint)  # before the model is loaded: fail fast
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    (checkpoints / "fingerprint.json").write_text(json.dumps(fingerprint, indent=1) + "\n")
     arguments = SFTConfig(
         output_dir=str(checkpoints), num_train_epochs=config.epochs, max_steps=config.max_steps,
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
@@ -137,7 +177,6 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
     trainer = SFTTrainer(model=load_base_model(config, device), args=arguments, train_dataset=_dataset(train),
                          eval_dataset=_dataset(held_out) if held_out else None, processing_class=tokenizer,
                          peft_config=lora)
-    resume = _last_checkpoint(checkpoints)
     trainer.train(resume_from_checkpoint=resume)
     history = trainer.state.log_history
     held_out_loss = None

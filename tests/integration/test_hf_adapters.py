@@ -141,3 +141,27 @@ def test_tensors_that_are_not_an_adapter_of_the_rank_are_refused_before_any_file
     with pytest.raises(WeightSyncError, match="another rank"):
         save_adapter_folder(wide, LORA, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_an_adapter_folder_reads_back_and_other_lora_variants_are_refused(tmp_path):
+    import json
+
+    from cudarl.rollout.adapters import read_adapter_folder, save_adapter_folder
+    from cudarl.rollout.engine import LoraSettings
+
+    settings = LoraSettings(rank=4, alpha=8, target_modules=("q_proj",))
+    weights = {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": torch.randn(4, 64),
+               "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": torch.randn(64, 4)}
+    folder = save_adapter_folder(weights, settings, tmp_path / "adapter")
+    read_settings, read_weights = read_adapter_folder(folder)
+    assert read_settings == settings and all(torch.equal(read_weights[k], v) for k, v in weights.items())
+    config_path = folder / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    for change, named in (({"use_rslora": True}, "use_rslora"), ({"alpha_pattern": {"q_proj": 4}}, "alpha_pattern"),
+                          ({"lora_alpha": 8.5}, "fractional lora_alpha")):
+        config_path.write_text(json.dumps(config | change))
+        with pytest.raises(ValueError, match=named):
+            read_adapter_folder(folder)
+    (folder / "adapter_model.safetensors").unlink()
+    with pytest.raises(ValueError, match="missing"):
+        read_adapter_folder(folder)

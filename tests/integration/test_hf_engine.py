@@ -83,6 +83,10 @@ def test_static_decoder_pads_prompts_of_any_length_and_stops_each_sequence_at_it
     again = engine.generate(prompts, settings)
     assert [g.token_ids for g in again] == [g.token_ids for g in generations]  # the seed decides the samples
     assert torch.equal(torch.random.get_rng_state(), state)  # and the process's random state is left alone
+    engine.generate(prompts, SamplingSettings(max_new_tokens=2))  # unseeded: the same
+    assert torch.equal(torch.random.get_rng_state(), state)
+    integral = engine.generate(prompts[:1], SamplingSettings(max_new_tokens=2, temperature=1, top_p=1))  # ints
+    assert len(integral[0].token_ids) >= 1
 
 
 def test_static_decoder_with_grouped_query_heads_samples_what_the_model_scores():

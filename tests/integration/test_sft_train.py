@@ -82,6 +82,8 @@ def test_the_warm_start_learns_reports_and_its_adapter_loads_into_a_policy(base_
     [again] = run_sft(_config(base_folder, max_steps=10), out, progress_bars=False)
     assert again.resumed_from is not None and again.resumed_from.endswith("checkpoint-8")
     assert again.steps == 10
+    with pytest.raises(ValueError, match="changed: learning_rate"):  # another run's checkpoints: never resumed
+        run_sft(_config(base_folder, max_steps=12, learning_rate=1e-3), out, progress_bars=False)
 
 
 def test_bad_settings_and_missing_rows_end_in_one_line(base_folder, tmp_path, capsys):
