@@ -89,7 +89,12 @@ def _speed(kernel: KernelExample) -> float:
 def _archive_feedback(kernel: KernelExample) -> str:
     """The feedback the optimizer would have read for ``kernel``, from what the archive recorded
     (the header and timing lines in the RL feedback's wording; no figure is made up)."""
-    lines = ["Outcome: passed at stage done (correct and timed)"]
+    from cudarl.agents.feedback import feedback_text
+    from cudarl.tester.verdict import Outcome, Stage, Verdict
+
+    passed = Verdict(task_id=kernel.task_id, candidate_id=kernel.kernel_name, candidate_hash="", stage=Stage.DONE,
+                     outcome=Outcome.PASSED)
+    lines = [feedback_text(passed)]  # the header a judged turn shows, worded by the same code
     if kernel.speedup_native is not None:
         lines.append(f"Timing: speedup {kernel.speedup_native:.3g}x over the PyTorch reference "
                      "(recorded by the archive)")

@@ -57,7 +57,11 @@ def _open_split(source: str, split: str):
         files = _split_files(root, split) if root.is_dir() else [str(root)]
         if not files:
             return None, f"{root}: no parquet file for split {split}"
-        return datasets.load_dataset("parquet", data_files={split: files}, split=split), ",".join(files)
+        try:
+            return datasets.load_dataset("parquet", data_files={split: files}, split=split), ",".join(files)
+        except Exception as exc:  # noqa: BLE001 - arrow and datasets raise many types for an unreadable file
+            raise TaskError(f"{','.join(files)}: cannot be read as parquet ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     return datasets.load_dataset(source, split=split), f"{source}[{split}]"
 
 

@@ -200,3 +200,11 @@ def test_rows_are_the_episode_layout_and_every_drop_has_a_reason():
     assert stats["train"]["rows"] == len(data.train) and stats["held_out"]["tasks"] >= 1
     with pytest.raises(ValueError, match="held_out_fraction"):
         build_rows(examples, chat, max_length=6000, held_out_fraction=1.0)
+
+
+def test_an_archive_file_that_is_not_parquet_is_named_in_one_error(tmp_path):
+    from cudarl.tasks.task import TaskError
+
+    (tmp_path / "level_1.parquet").write_text("not parquet at all")
+    with pytest.raises(TaskError, match=r"level_1\.parquet: cannot be read as parquet"):
+        load_sakana(tmp_path, splits=("level_1",))
