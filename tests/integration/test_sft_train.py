@@ -101,3 +101,17 @@ def test_bad_settings_and_missing_rows_end_in_one_line(base_folder, tmp_path, ca
         from cudarl.sft.train import load_base_model
 
         load_base_model(_config(base_folder, quantization="4bit"), "cpu")
+
+
+def test_packed_rows_train_too(base_folder, tmp_path):
+    """``packing``: rows packed into sequences of ``max_length`` (TRL's best-fit packing, the
+    completion-only labels packed with them): six rows of 2-5k tokens fit in fewer 12k sequences."""
+    from cudarl.sft.train import run_sft
+
+    [result] = run_sft(_config(base_folder, packing=True, max_length=12000, max_examples=6, batch_size=1,
+                               max_steps=1, eval_steps=1, save_steps=100, logging_steps=1),
+                       tmp_path / "packed", progress_bars=False)
+    assert result.steps == 1 and math.isfinite(result.last_loss) and math.isfinite(result.held_out_loss)
+    history = json.loads((tmp_path / "packed" / "generator" / "loss.json").read_text())["log_history"]
+    epoch = next(entry["epoch"] for entry in history if "loss" in entry)
+    assert epoch > 1 / 5  # one packed sequence per step covers more than one of the six rows
