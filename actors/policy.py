@@ -59,9 +59,9 @@ class PolicySpec:
             if self.lora is None:
                 from pathlib import Path
 
-                from cudarl.rollout.adapters import read_adapter_folder
+                from cudarl.rollout.adapters import read_adapter_settings
 
-                object.__setattr__(self, "lora", read_adapter_folder(Path(next(iter(self.adapters.values()))))[0])
+                object.__setattr__(self, "lora", read_adapter_settings(Path(next(iter(self.adapters.values())))))
         if self.role == "both" and self.lora is None:
             raise ValueError("role 'both' shares one base model between the roles: it needs lora settings "
                              "(one adapter per role)")

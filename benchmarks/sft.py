@@ -24,13 +24,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rollout import QWEN_1_5B, TINY, build_model
 from run_metadata import ROOT, run_metadata
 
-QWEN_1_5B = {"vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-             "num_attention_heads": 12, "num_key_value_heads": 2, "max_position_embeddings": 32768,
-             "tie_word_embeddings": True, "rope_theta": 1000000.0}
-TINY = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096}
 ARMS = {"QLoRA (NF4, double quant, bf16 compute)": "4bit", "bf16 LoRA": "none"}
 
 
@@ -50,11 +46,8 @@ def _tokenizer(folder: Path):
 
 def build_folder(folder: Path, shape: dict) -> None:
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(**shape, eos_token_id=1, pad_token_id=1)).to(torch.bfloat16)
-    model.save_pretrained(folder)
+    build_model(shape, "cpu", torch.bfloat16).save_pretrained(folder)  # the rollout benchmark's model
     _tokenizer(folder)
 
 

@@ -165,20 +165,16 @@ def save_adapter_folder(weights: Mapping[str, torch.Tensor], settings: LoraSetti
     return folder
 
 
-def read_adapter_folder(folder: Path) -> tuple[LoraSettings, dict[str, torch.Tensor]]:
-    """A peft adapter folder (as ``save_adapter_folder`` or a peft ``save_pretrained`` writes it)
-    as (settings, tensors in peft's state-dict naming): how a warm-started adapter reaches an
-    engine (``add_adapter(name, settings)``, then ``update_weights(tensors, version, adapter=name)``,
-    which checks every tensor). Raises ``ValueError`` naming the file when it is missing or not
-    a LoRA adapter."""
+def read_adapter_settings(folder: Path) -> LoraSettings:
+    """The LoRA shape of a peft adapter folder, from its ``adapter_config.json`` alone (no tensors
+    are read). Raises ``ValueError`` naming the file when it is missing, not a LoRA config, or
+    scales otherwise than plain LoRA (rsLoRA, DoRA, rank/alpha patterns, a fractional alpha: the
+    engines' adapters would load it at the wrong scale)."""
     import json
 
-    from safetensors.torch import load_file
-
-    config_path, weights_path = folder / "adapter_config.json", folder / "adapter_model.safetensors"
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise ValueError(f"{path}: missing (not a peft adapter folder)")
+    config_path = folder / "adapter_config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{config_path}: missing (not a peft adapter folder)")
     try:
         config = json.loads(config_path.read_text())
         alpha = config["lora_alpha"]
@@ -188,9 +184,24 @@ def read_adapter_folder(folder: Path) -> tuple[LoraSettings, dict[str, torch.Ten
         raise ValueError(f"{config_path}: not a LoRA adapter config ({exc})") from exc
     scaled_otherwise = [name for name in ("use_rslora", "use_dora", "rank_pattern", "alpha_pattern")
                         if config.get(name)] + (["a fractional lora_alpha"] if alpha != int(alpha) else [])
-    if scaled_otherwise:  # the engines' adapters are plain LoRA: these would load at the wrong scale
+    if scaled_otherwise:
         raise ValueError(f"{config_path}: {', '.join(scaled_otherwise)} set; only plain LoRA adapters "
                          "(one rank, one alpha, no rsLoRA or DoRA) can be loaded")
+    return settings
+
+
+def read_adapter_folder(folder: Path) -> tuple[LoraSettings, dict[str, torch.Tensor]]:
+    """A peft adapter folder (as ``save_adapter_folder`` or a peft ``save_pretrained`` writes it)
+    as (settings, tensors in peft's state-dict naming): how a warm-started adapter reaches an
+    engine (``add_adapter(name, settings)``, then ``update_weights(tensors, version, adapter=name)``,
+    which checks every tensor). Raises ``ValueError`` naming the file when it is missing or not
+    a plain LoRA adapter (``read_adapter_settings``)."""
+    from safetensors.torch import load_file
+
+    weights_path = folder / "adapter_model.safetensors"
+    if not weights_path.is_file():
+        raise ValueError(f"{weights_path}: missing (not a peft adapter folder)")
+    settings = read_adapter_settings(folder)
     weights = load_file(str(weights_path))
     check_adapter_tensors(weights, settings)
     return settings, weights

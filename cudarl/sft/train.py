@@ -178,18 +178,16 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
                          eval_dataset=_dataset(held_out) if held_out else None, processing_class=tokenizer,
                          peft_config=lora)
     trainer.train(resume_from_checkpoint=resume)
-    history = trainer.state.log_history
-    held_out_loss = None
-    if held_out:  # the last step's held-out loss: from the log when an evaluation ran there
-        at_end = [e["eval_loss"] for e in history if "eval_loss" in e and e.get("step") == trainer.state.global_step]
-        held_out_loss = at_end[-1] if at_end else trainer.evaluate()["eval_loss"]
-        history = trainer.state.log_history
+    step = trainer.state.global_step
+    if held_out and not any("eval_loss" in e and e.get("step") == step for e in trainer.state.log_history):
+        trainer.evaluate()  # the last step's held-out loss, where no scheduled evaluation ran
     trainer.model.save_pretrained(str(folder))
-    losses = [entry["loss"] for entry in history if "loss" in entry]
-    write_loss_curves(history, folder / "loss.json", folder / "loss.png", title=f"{role} warm start")
-    return RoleResult(role=role, adapter=folder, steps=trainer.state.global_step,
-                      first_loss=losses[0] if losses else None, last_loss=losses[-1] if losses else None,
-                      held_out_loss=held_out_loss, resumed_from=resume)
+    points = write_loss_curves(trainer.state.log_history, folder / "loss.json", folder / "loss.png",
+                               title=f"{role} warm start")
+    losses = [loss for _, loss in points["train"]]
+    return RoleResult(role=role, adapter=folder, steps=step, first_loss=losses[0] if losses else None,
+                      last_loss=losses[-1] if losses else None,
+                      held_out_loss=points["held_out"][-1][1] if held_out else None, resumed_from=resume)
 
 
 def run_sft(config: SftConfig, out: Path, progress_bars: bool | None = None) -> list[RoleResult]:
