@@ -37,6 +37,19 @@ def _agreement(engine, generations, adapter=None) -> tuple[float, float]:
     return sum(differences) / len(differences), max(differences)
 
 
+# A graph reading current weights agrees with the eager scoring to bf16 rounding: on average well
+# under MEAN_LIMIT, and single tokens up to about 0.16 (measured on an H200: the compiled and eager
+# paths round differently, and the vLLM engine shows the same outliers against an fp32 scorer).
+# The mean is the check that weights are current (stale weights are asserted to miss it by far);
+# LARGEST_LIMIT only catches a gross error on one position.
+MEAN_LIMIT, LARGEST_LIMIT = 0.02, 0.5
+
+
+def _assert_agrees(engine, generations, adapter=None) -> None:
+    mean, largest = _agreement(engine, generations, adapter)
+    assert mean < MEAN_LIMIT and largest < LARGEST_LIMIT, (adapter, mean, largest)
+
+
 def test_compiled_decoding_samples_what_the_model_scores_before_and_after_updates():
     from cudarl.rollout.hf import HFEngine
     from tests.fixtures.tiny_lm import randomize_lora
@@ -46,14 +59,14 @@ def test_compiled_decoding_samples_what_the_model_scores_before_and_after_update
     settings = SamplingSettings(max_new_tokens=32, seed=4)
     before = engine.generate(PROMPTS, settings)
     assert [len(g.token_ids) for g in before] == [32, 32, 32]
-    mean, largest = _agreement(engine, before)
-    assert mean < 0.02 and largest < 0.15, (mean, largest)  # bf16: the compiled and eager paths round differently
+    _assert_agrees(engine, before)
 
     engine.update_weights(_model(seed=1).state_dict(), version=1)  # new base weights, copied in place
     after = engine.generate(PROMPTS, settings)
     assert [g.token_ids for g in after] != [g.token_ids for g in before]
-    mean, largest = _agreement(engine, after)
-    assert mean < 0.02 and largest < 0.15, (mean, largest)  # the graphs read the new weights
+    _assert_agrees(engine, after)  # the graphs read the new weights ...
+    stale_mean, _ = _agreement(engine, before)
+    assert stale_mean > 5 * MEAN_LIMIT, stale_mean  # ... which the old weights' samples would miss by far
 
     engine.add_adapter("generator", LoraSettings(rank=8, alpha=16))
     from peft import get_peft_model_state_dict
@@ -67,5 +80,6 @@ def test_compiled_decoding_samples_what_the_model_scores_before_and_after_update
     assert [g.token_ids for g in tuned] != [g.token_ids for g in base]
     assert all(g.adapter == "generator" and g.weights_version == 1 for g in tuned)
     for generations, adapter in ((tuned, "generator"), (base, None)):
-        mean, largest = _agreement(engine, generations, adapter)
-        assert mean < 0.02 and largest < 0.15, (adapter, mean, largest)
+        _assert_agrees(engine, generations, adapter)
+    stale_mean, _ = _agreement(engine, base, "generator")
+    assert stale_mean > 5 * MEAN_LIMIT, stale_mean  # the adapter's samples are not the base model's
