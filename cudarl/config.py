@@ -15,6 +15,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from cudarl.config_base import ConfigError, _Section
+from cudarl.config_rl import AlgorithmConfig, RewardConfig
 from cudarl.config_sft import SftConfig
 from cudarl.files import read_text
 
@@ -327,6 +328,10 @@ class CudarlConfig(_Section):
     """Which tasks training sees, and when it moves on."""
     sft: SftConfig = Field(default_factory=SftConfig)
     """The warm start: supervised fine-tuning of both roles' adapters."""
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    """What a judged candidate earns (``cudarl.reward``)."""
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    """Returns, advantages and the policy loss of the RL phase (``cudarl.rl``)."""
 
 
 def load_config(path: Path | str | None = None) -> CudarlConfig:

@@ -29,8 +29,10 @@ LAYERS = {
     "cudarl.pool.client": 50,
     "actors": 40,
     "cudarl.sft": 38,  # the warm start: examples in the agents' prompts, rows in the rollout's token layout
+    "cudarl.rl": 37,  # advantages and the policy loss on verl; the update workers
     "cudarl.rollout": 35,  # engines and the episode loop (judges through a callable, not the pool client)
     "cudarl.pool.book": 30, "cudarl.pool.records": 30, "cudarl.pool.scaling": 30, "cudarl.metrics": 30,
+    "cudarl.reward": 28,  # pure functions of verdicts
     "cudarl.agents": 26,  # prompts, parsing, feedback, trajectories: read verdicts and tasks
     "cudarl.tester": 24,  # the lazy face
     "cudarl.tester.tester": 24, "cudarl.tester.batch": 24, "cudarl.tester.judgement": 24,

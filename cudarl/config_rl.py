@@ -1,0 +1,87 @@
+"""Settings of the RL phase: the reward (``[reward]``) and the algorithm (``[algorithm]``: returns,
+advantages, policy loss). Every weight of the reward is here, with the reason for its default."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from cudarl.config_base import _Section
+
+
+class RewardConfig(_Section):
+    """A turn's reward from its verdict (``cudarl.reward``). ``gated``: nothing is earned unless
+    the candidate compiled and passed; then ``correct`` plus a log-scaled, clipped speedup term
+    and the optional terms. ``five_part``: the seeds' weighted sum (compile 30%, correctness 30%,
+    performance 25%, efficiency 10%, quality 5%), each part in [0, 1]."""
+
+    preset: Literal["gated", "five_part"] = "gated"
+    """Which reward: ``gated`` (the weights below) or ``five_part`` (fixed weights, the terms'
+    definitions in ``cudarl.reward``; the failure rewards below still apply to failures)."""
+    correct: float = Field(default=1.0, gt=0, le=10)
+    """Base reward of a correct candidate (passed, or correct with timing off). Every reward
+    setting is bounded to [-10, 10]: rewards far from the advantages' scale destabilize updates."""
+    speedup_weight: float = Field(default=0.5, ge=0)
+    """Weight of ``log2(speedup)`` (clipped to the range below) added to a correct candidate's reward."""
+    speedup_log2_min: float = Field(default=-1.0, ge=-10, le=0)
+    """Lower clip of ``log2(speedup)``: a kernel twice as slow as the reference or slower counts as
+    twice as slow, so a slow correct kernel still beats a failing one (checked below)."""
+    speedup_log2_max: float = Field(default=3.0, ge=0)
+    """Upper clip of ``log2(speedup)`` (8x by default): one lucky timing cannot dominate a group."""
+    coverage_weight: float = Field(default=0.0, ge=0)
+    """Weight of the share of forward's GPU time spent in the candidate's own kernels (0 to 1):
+    rewards doing the work in CUDA rather than around library calls. Off by default."""
+    spill_penalty: float = Field(default=0.0, ge=0)
+    """Subtracted from a correct candidate's reward when any of its kernels spills registers."""
+    format_error: float = Field(default=0.0, ge=-10, le=10)
+    """Reward of an answer with no usable candidate (negative: a penalty)."""
+    compile_failure: float = Field(default=0.0, ge=-10, le=10)
+    """Reward of a candidate that did not parse, compile, or load."""
+    incorrect: float = Field(default=0.0, ge=-10, le=10)
+    """Reward of a candidate that ran but was wrong, crashed, hung or exceeded a limit."""
+    rejected: float = Field(default=0.0, ge=-10, le=10)
+    """Reward of a candidate a hardening rule refused (a reward hack or a forbidden construct)."""
+
+    @model_validator(mode="after")
+    def _correct_beats_failure(self) -> Self:
+        if self.preset != "gated":
+            return self
+        worst_correct = self.correct + self.speedup_weight * self.speedup_log2_min - self.spill_penalty
+        best_failure = max(self.format_error, self.compile_failure, self.incorrect, self.rejected)
+        if worst_correct <= best_failure:
+            raise ValueError(f"a correct but slow kernel would earn {worst_correct:g}, no more than a failing "
+                             f"one ({best_failure:g}): raise `correct` or lower the failure rewards")
+        return self
+
+
+class AlgorithmConfig(_Section):
+    """Returns, advantages and the policy loss (``cudarl.rl``), on verl's ``core_algos``."""
+
+    gamma: float = Field(default=0.4, ge=0, le=1)
+    """Discount of later turns' rewards in a turn's return (0.4 as in Kevin-32B: a turn is
+    credited with some of what the refinements it enabled earned)."""
+    advantage: Literal["grpo", "grpo_unscaled", "rloo", "trloo"] = "grpo"
+    """grpo: return minus the group mean, over the group's std (all turns of the rollouts of one
+    task); grpo_unscaled: the same without the std (Dr. GRPO); rloo: return minus the mean of the
+    group's other samples; trloo: rloo within each turn index (a turn against the same turn of
+    the other rollouts of the task, as Dr. Kernel's TRLOO)."""
+    policy_loss: Literal["vanilla", "gspo", "geo_mean", "cispo", "clip_cov", "kl_cov"] = "vanilla"
+    """verl's policy loss by its registered name: ``vanilla`` is PPO's clipped objective; the
+    others (sequence-level GSPO, geometric-mean GMPO, CISPO, Clip-Cov, KL-Cov) take their extra
+    settings from verl's defaults."""
+    clip_ratio_low: float = Field(default=0.2, gt=0, lt=1)
+    """PPO clip below 1: the ratio's lower bound is 1 - this."""
+    clip_ratio_high: float = Field(default=0.28, gt=0)
+    """PPO clip above 1 (clip-higher, 0.28 as in DAPO: rare good tokens can grow faster)."""
+    clip_ratio_c: float = Field(default=3.0, gt=1)
+    """Dual-clip bound on the loss of negative-advantage tokens."""
+    loss_aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    """How token losses become the batch loss; token-mean is normalized by the global token count
+    over all data-parallel ranks, so it is the same loss on any number of ranks."""
+    kl_coef: float = Field(default=0.0, ge=0)
+    """Weight of the KL penalty to the reference policy (the base model with adapters off); 0: off."""
+    kl_type: Literal["kl", "abs", "mse", "low_var_kl", "k3"] = "low_var_kl"
+    """verl's KL estimator for the penalty."""
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    """Gradients are clipped to this global norm before each optimizer step."""
