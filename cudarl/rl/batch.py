@@ -1,0 +1,95 @@
+"""What the update workers train on: one ``TrainSample`` per policy turn, built from the engine's
+own token ids and log-probs (never re-tokenized), and its padded tensors.
+
+Alignment: a causal model's logits at position ``t`` score token ``t + 1``, so every per-token
+tensor here has one column per *predicted* position: column ``t`` holds what concerns token
+``t + 1``. A response occupying positions ``P .. L-1`` of a sequence of length ``L`` (``P`` the
+prompt's length) is columns ``P-1 .. L-2``. ``collate`` puts the engine's log-probs, the mask
+and the advantage on exactly those columns, and ``token_logprobs`` reads the model's there.
+
+Covered: samples, sharding over ranks with global counts, collation, log-probs of a batch. Not
+covered: the update itself (``update``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cudarl.rl.loss import BatchCounts
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class TrainSample:
+    """One turn to learn from."""
+
+    token_ids: tuple[int, ...]  # prompt + response, as the engine saw and produced them
+    prompt_length: int
+    old_logprobs: tuple[float, ...]  # the engine's log-probs of the response tokens
+    advantage: float
+    weights_version: int  # the weights that generated the response
+    adapter: str | None = None  # the role's adapter that generated it (None: the base weights)
+
+    def __post_init__(self) -> None:
+        responses = len(self.token_ids) - self.prompt_length
+        if self.prompt_length < 1 or responses < 1:
+            raise ValueError(f"a sample needs a prompt and a response: {self.prompt_length} prompt tokens "
+                             f"of {len(self.token_ids)}")
+        if len(self.old_logprobs) != responses:
+            raise ValueError(f"{responses} response tokens but {len(self.old_logprobs)} log-probs")
+
+    @property
+    def response_length(self) -> int:
+        return len(self.token_ids) - self.prompt_length
+
+
+def batch_counts(samples: Sequence[TrainSample], ranks: int = 1) -> BatchCounts:
+    """The step's global counts (every rank's loss divides by these)."""
+    return BatchCounts(tokens=sum(s.response_length for s in samples), sequences=len(samples), ranks=ranks)
+
+
+def shard(samples: Sequence[TrainSample], ranks: int) -> list[list[TrainSample]]:
+    """Samples dealt over ranks, longest first in turn so token counts stay even; every rank gets
+    at least one sample (FSDP's collectives need every rank to run a forward)."""
+    if len(samples) < ranks:
+        raise ValueError(f"{len(samples)} samples cannot feed {ranks} ranks (each needs at least one)")
+    order = sorted(range(len(samples)), key=lambda i: -len(samples[i].token_ids))
+    shards: list[list[TrainSample]] = [[] for _ in range(ranks)]
+    for position, index in enumerate(order):
+        shards[position % ranks].append(samples[index])
+    return shards
+
+
+def collate(samples: Sequence[TrainSample], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded tensors: ``input_ids`` and ``attention_mask`` (samples, L); ``response_mask``,
+    ``old_logprobs`` and ``advantages`` (samples, L - 1), on the predicted-position columns."""
+    import torch
+
+    length = max(len(s.token_ids) for s in samples)
+    input_ids = torch.full((len(samples), length), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(samples), length), dtype=torch.long)
+    mask = torch.zeros((len(samples), length - 1), dtype=torch.float32)
+    old = torch.zeros((len(samples), length - 1), dtype=torch.float32)
+    advantages = torch.zeros((len(samples), length - 1), dtype=torch.float32)
+    for row, sample in enumerate(samples):
+        end = len(sample.token_ids)
+        input_ids[row, :end] = torch.tensor(sample.token_ids)
+        attention[row, :end] = 1
+        columns = slice(sample.prompt_length - 1, end - 1)
+        mask[row, columns] = 1.0
+        old[row, columns] = torch.tensor(sample.old_logprobs)
+        advantages[row, columns] = sample.advantage
+    return {"input_ids": input_ids, "attention_mask": attention, "response_mask": mask, "old_logprobs": old,
+            "advantages": advantages}
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The model's log-prob of each next token, (samples, L - 1), in fp32."""
+    import torch
+
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)

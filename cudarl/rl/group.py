@@ -1,0 +1,86 @@
+"""The driver's handle on the update workers: a Ray Train ``TorchTrainer`` running
+``train_loop_per_worker`` on ``ranks`` workers for the whole run, fed through queues.
+
+``fit`` blocks until the workers end, so it runs in a thread here; every wait on the workers
+also watches that thread, so a worker that dies surfaces as ``UpdateWorkersError`` with Ray's
+reason, never as a hang. CPU workers use gloo; GPU workers NCCL (Ray Train picks the backend).
+
+Covered: start, one update, stop. Not covered: checkpoints (the driver), placement (the caller
+sizes ``cpus_per_rank`` and ``gpus_per_rank`` so that the policies and bench workers still fit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from cudarl.rl.batch import TrainSample, batch_counts, shard
+from cudarl.rl.train_loop import UpdateJob, UpdateResult, train_loop_per_worker
+from cudarl.rl.update import UpdaterSpec
+
+
+class UpdateWorkersError(RuntimeError):
+    """The update workers stopped or did not answer in time."""
+
+
+class UpdateGroup:
+    def __init__(self, spec: UpdaterSpec, ranks: int = 1, cpus_per_rank: float = 1.0, gpus_per_rank: float = 0.0,
+                 start_timeout_s: float = 600.0, storage_path: str | None = None) -> None:
+        from ray.train import RunConfig, ScalingConfig
+        from ray.train.torch import TorchTrainer
+        from ray.util.queue import Queue
+
+        if ranks < 1:
+            raise ValueError(f"ranks must be at least 1, got {ranks}")
+        self.ranks = ranks
+        self.inboxes = [Queue(actor_options={"num_cpus": 0}) for _ in range(ranks)]
+        self.outbox = Queue(actor_options={"num_cpus": 0})
+        resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
+        self._trainer = TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config={"spec": spec, "inboxes": self.inboxes, "outbox": self.outbox,
+                               "use_gpu": gpus_per_rank > 0},
+            scaling_config=ScalingConfig(num_workers=ranks, use_gpu=gpus_per_rank > 0,
+                                         resources_per_worker=resources),
+            run_config=RunConfig(name=f"cudarl-update-{int(time.time())}", storage_path=storage_path))
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._fit, name="cudarl-update-workers", daemon=True)
+        self._thread.start()
+        kind, self.version = self._receive(start_timeout_s, "to start")
+        assert kind == "ready"
+
+    def _fit(self) -> None:
+        try:
+            self._trainer.fit()
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the caller by _receive
+            self._error = exc
+
+    def _receive(self, timeout_s: float, doing: str):
+        from ray.util.queue import Empty
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                return self.outbox.get(timeout=1.0)
+            except Empty:
+                if not self._thread.is_alive():
+                    reason = f"{type(self._error).__name__}: {self._error}" if self._error else "they exited"
+                    raise UpdateWorkersError(f"the update workers stopped before {doing}: {reason}") from self._error
+        raise UpdateWorkersError(f"the update workers took more than {timeout_s:g} s {doing}")
+
+    def update(self, step: int, samples: Sequence[TrainSample], probe: tuple[tuple[int, ...], int] | None = None,
+               timeout_s: float = 3600.0) -> UpdateResult:
+        """One step over ``samples`` (dealt over the ranks); the new weights and probe log-probs."""
+        counts = batch_counts(samples, self.ranks)
+        for inbox, part in zip(self.inboxes, shard(samples, self.ranks)):
+            inbox.put(UpdateJob(step=step, samples=tuple(part), counts=counts, probe=probe))
+        kind, result = self._receive(timeout_s, f"finishing step {step}")
+        assert kind == "result"
+        self.version = result.version
+        return result
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        for inbox in self.inboxes:
+            inbox.put(None)
+        self._thread.join(timeout_s)

@@ -1,0 +1,73 @@
+"""The update workers' loop under Ray Train: take the step's shard from this rank's inbox, update,
+and (rank 0) put the new weights and the probe's log-probs in the outbox; ``None`` ends it.
+
+Why queues and one long ``fit``: Ray Train runs a function to its end, and an RL step's batch
+exists only after the rollouts, so the workers stay up for the whole run and wait for work. The
+records crossing the queues are typed (``UpdateJob``, ``UpdateResult``).
+
+Covered: the loop. Not covered: starting it (``group``), the update (``update``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from cudarl.rl.batch import TrainSample
+from cudarl.rl.loss import BatchCounts
+from cudarl.rl.update import UpdaterSpec
+
+
+@dataclass(frozen=True)
+class UpdateJob:
+    """One rank's share of one step."""
+
+    step: int
+    samples: tuple[TrainSample, ...]
+    counts: BatchCounts  # global, over every rank
+    probe: tuple[tuple[int, ...], int] | None = None  # (token ids, prompt length) to score after the step
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """Rank 0's report of a step: what to push to the engines, and how to check it."""
+
+    step: int
+    version: int
+    weights: dict  # adapter name (None: the whole model) -> full CPU tensors
+    probe_logprobs: dict = field(default_factory=dict)  # adapter name -> log-probs of the probe's continuation
+    metrics: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def train_loop_per_worker(config: dict) -> None:
+    """Ray Train's worker function; ``config``: ``spec`` (UpdaterSpec), ``inboxes`` (one queue per
+    rank), ``outbox``."""
+    import ray.train
+    import torch
+
+    from cudarl.rl.update import PolicyUpdater
+
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    spec: UpdaterSpec = config["spec"]
+    device = "cuda" if torch.cuda.is_available() and config.get("use_gpu") else "cpu"
+    if device == "cuda":
+        torch.cuda.set_device(context.get_local_rank())
+    updater = PolicyUpdater(spec, device=device)
+    inbox, outbox = config["inboxes"][rank], config["outbox"]
+    if rank == 0:
+        outbox.put(("ready", updater.version))
+    while True:
+        job: UpdateJob | None = inbox.get()
+        if job is None:
+            return
+        started = time.perf_counter()
+        metrics = updater.step(job.samples, job.counts)
+        exported = tuple(spec.adapters) or (None,)
+        weights = {name: updater.weights(name) for name in exported}
+        probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
+        if rank == 0:
+            outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
+                                               probe_logprobs=probes, metrics=metrics,
+                                               seconds=time.perf_counter() - started)))

@@ -1,0 +1,182 @@
+"""The policy update on one data-parallel rank: the model (LoRA adapters on a frozen base by
+default, or every weight), FSDP2 over its decoder blocks, AdamW, and the GRPO step.
+
+One process per rank (a Ray Train worker, ``train_loop``); every method that touches weights is a
+collective under FSDP2, so every rank calls it in the same order. ``step`` runs the rank's samples
+in micro-batches, each loss already normalized by the *global* counts (``cudarl.rl.loss``), so
+gradients are summed, not averaged, over micro-batches; FSDP averages over ranks and the loss's
+rank factor undoes that. Exported weights are full tensors on the CPU in the names the rollout
+engines take (peft's adapter names, or the model's own).
+
+Covered: set-up, the step, exported weights, probe log-probs, state for checkpoints. Not
+covered: where samples come from (the driver) and how weights reach engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cudarl.config_rl import AlgorithmConfig
+from cudarl.rl.batch import TrainSample, collate, token_logprobs
+from cudarl.rl.loss import BatchCounts, policy_loss
+from cudarl.rollout.engine import LoraSettings
+
+
+@dataclass(frozen=True)
+class UpdaterSpec:
+    """What an update worker builds."""
+
+    model: str
+    """Hub name or local folder of the base model (the same the policies load)."""
+    adapters: tuple[str, ...] = ("generator",)
+    """One LoRA adapter per role on one base (empty: full fine-tuning of every weight)."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    micro_batch: int = 4
+    """Samples per forward/backward on a rank (gradients are summed over micro-batches)."""
+    pad_id: int = 0
+    dtype: str = "float32"
+    """Parameter dtype ("bfloat16" on GPUs: FSDP2 then reduces gradients in fp32)."""
+    start_version: int = 0
+    """The engines' current weights version; the first update exports ``start_version + 1``."""
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+
+
+class PolicyUpdater:
+    def __init__(self, spec: UpdaterSpec, device: str = "cpu") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.spec, self.device = spec, device
+        self.version = spec.start_version
+        model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=getattr(torch, spec.dtype))
+        if spec.adapters:
+            from peft import LoraConfig, get_peft_model
+
+            config = LoraConfig(r=spec.lora.rank, lora_alpha=spec.lora.alpha, lora_dropout=0.0,
+                                target_modules=list(spec.lora.target_modules))
+            model = get_peft_model(model, config, adapter_name=spec.adapters[0])
+            for name in spec.adapters[1:]:
+                model.add_adapter(name, config)
+        self.model = _shard(model.to(device))
+        self.model.train()
+        self._optimizers = {name: self._optimizer(name) for name in (spec.adapters or (None,))}
+
+    def _optimizer(self, adapter: str | None):
+        import torch
+
+        if adapter is not None:
+            parameters = [p for name, p in self.model.named_parameters() if f".{adapter}." in name and "lora_" in name]
+            for parameter in parameters:
+                parameter.requires_grad_(True)
+        else:
+            parameters = list(self.model.parameters())
+        return torch.optim.AdamW(parameters, lr=self.spec.learning_rate, weight_decay=self.spec.weight_decay)
+
+    def _use(self, adapter: str | None):
+        if adapter is not None:
+            self.model.base_model.set_adapter(adapter)
+            for name, parameter in self.model.named_parameters():  # set_adapter freezes the others; keep ours
+                if "lora_" in name:
+                    parameter.requires_grad_(f".{adapter}." in name)
+
+    def step(self, samples: Sequence[TrainSample], counts: BatchCounts) -> dict[str, float]:
+        """One optimizer step per adapter present in ``samples`` (this rank's share; ``counts`` are
+        the global ones). Returns summed loss terms and the gradient norm."""
+        import torch
+
+        by_adapter: dict[str | None, list[TrainSample]] = {}
+        for sample in samples:
+            by_adapter.setdefault(sample.adapter if self.spec.adapters else None, []).append(sample)
+        unknown = [name for name in by_adapter if name is not None and name not in self.spec.adapters]
+        if unknown:
+            raise ValueError(f"samples of adapter(s) {unknown}; the updater trains {list(self.spec.adapters)}")
+        metrics: dict[str, float] = {"loss": 0.0, "samples": float(len(samples))}
+        for adapter in sorted(by_adapter, key=str):
+            self._use(adapter)
+            optimizer = self._optimizers[adapter]
+            rows = by_adapter[adapter]
+            for start in range(0, len(rows), self.spec.micro_batch):
+                batch = {k: v.to(self.device) for k, v in collate(rows[start:start + self.spec.micro_batch],
+                                                                  self.spec.pad_id).items()}
+                logprobs = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"])
+                loss, terms = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], batch["response_mask"],
+                                          self.spec.algorithm, counts)
+                loss.backward()
+                metrics["loss"] += float(loss.detach())
+                for name, value in terms.items():
+                    metrics[name] = metrics.get(name, 0.0) + value * len(rows[start:start + self.spec.micro_batch])
+            parameters = [p for group in optimizer.param_groups for p in group["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(parameters, self.spec.algorithm.max_grad_norm)
+            metrics[f"grad_norm/{adapter or 'model'}"] = float(norm.full_tensor() if hasattr(norm, "full_tensor")
+                                                               else norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        for name in list(metrics):
+            if name not in ("loss", "samples") and not name.startswith("grad_norm"):
+                metrics[name] /= max(len(samples), 1)  # per-sample means of the loss functions' metrics
+        self.version += 1
+        return metrics
+
+    def weights(self, adapter: str | None = None) -> dict:
+        """Full CPU tensors of ``adapter`` (peft's names) or of the whole model (collective)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, broadcast_from_rank0=False)
+        state = get_model_state_dict(self.model, options=options) if _distributed() else {
+            k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        if adapter is None:
+            return state
+        from peft import get_peft_model_state_dict
+
+        # peft's default naming, as the engines' adapters list their tensors (with the output layer
+        # adapted, peft adds its base weight: the engines expect it too)
+        adapter_state = get_peft_model_state_dict(self.model, state_dict=state, adapter_name=adapter)
+        return {k: v.clone() for k, v in adapter_state.items()}
+
+    def probe_logprobs(self, token_ids: Sequence[int], prompt_length: int, adapter: str | None = None) -> list[float]:
+        """The trained model's log-probs of ``token_ids[prompt_length:]`` (collective): what the
+        engine must reproduce after taking the exported weights."""
+        import torch
+
+        self._use(adapter if self.spec.adapters else None)
+        ids = torch.tensor([list(token_ids)], device=self.device)
+        with torch.no_grad():
+            values = token_logprobs(self.model, ids, torch.ones_like(ids))[0, prompt_length - 1:]
+        return values.float().cpu().tolist()
+
+    def state_dict(self) -> dict:
+        """Model and optimizers' state, for a checkpoint (torch distributed checkpoint's layout)."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        if not _distributed():
+            return {"model": self.model.state_dict(),
+                    "optimizers": {str(k): o.state_dict() for k, o in self._optimizers.items()},
+                    "version": self.version}
+        state = {"version": self.version, "optimizers": {}}
+        for name, optimizer in self._optimizers.items():
+            model_state, optimizer_state = get_state_dict(self.model, optimizer)
+            state["model"] = model_state
+            state["optimizers"][str(name)] = optimizer_state
+        return state
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _shard(model):
+    """FSDP2: each decoder block its own unit, then the root (only inside a process group)."""
+    if not _distributed():
+        return model
+    from torch.distributed.fsdp import fully_shard
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for block in inner.model.layers:
+        fully_shard(block)
+    fully_shard(model)
+    return model

@@ -1,0 +1,55 @@
+"""Training samples and their tensors (``cudarl.rl.batch``): the engine's log-probs, the mask and
+the advantage land on the columns that score the response tokens, and the model's log-probs are
+read from the same columns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cudarl.rl.batch import TrainSample, batch_counts, collate, shard, token_logprobs
+
+
+def _sample(ids, prompt_length, advantage=1.0):
+    return TrainSample(token_ids=tuple(ids), prompt_length=prompt_length,
+                       old_logprobs=tuple(-float(i) for i in range(1, len(ids) - prompt_length + 1)),
+                       advantage=advantage, weights_version=3)
+
+
+def test_collate_puts_the_response_on_the_columns_that_predict_it():
+    batch = collate([_sample([5, 6, 7, 8, 9], 3, 0.5), _sample([1, 2, 3], 2, -1.0)], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9], [1, 2, 3, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    # row 0: response tokens 8, 9 at positions 3, 4 are predicted by columns 2, 3
+    assert batch["response_mask"].tolist() == [[0, 0, 1, 1], [0, 1, 0, 0]]
+    assert batch["old_logprobs"].tolist() == [[0, 0, -1, -2], [0, -1, 0, 0]]
+    assert batch["advantages"].tolist() == [[0, 0, 0.5, 0.5], [0, -1, 0, 0]]
+
+
+def test_token_logprobs_read_the_next_tokens_score():
+    class Fixed(torch.nn.Module):  # a "model" whose logits at every position favour token (position + 1) % 4
+        def forward(self, input_ids, attention_mask):
+            logits = torch.zeros(*input_ids.shape, 4)
+            for position in range(input_ids.shape[1]):
+                logits[:, position, (position + 1) % 4] = 2.0
+            return type("Out", (), {"logits": logits})()
+
+    values = token_logprobs(Fixed(), torch.tensor([[0, 1, 3]]), torch.ones(1, 3, dtype=torch.long))
+    hit, miss = torch.log_softmax(torch.tensor([2.0, 0, 0, 0]), 0)[:2].tolist()
+    assert values.tolist()[0] == pytest.approx([hit, miss])  # token 1 was favoured at 0; token 3 was not at 1
+
+
+def test_shards_are_even_and_counts_global():
+    samples = [_sample([1] * n, 1) for n in (9, 2, 5, 3, 7)]
+    shards = shard(samples, 2)
+    assert [sorted(len(s.token_ids) for s in part) for part in shards] == [[2, 5, 9], [3, 7]]  # longest first, in turn
+    assert batch_counts(samples, ranks=2).tokens == 8 + 1 + 4 + 2 + 6
+    with pytest.raises(ValueError, match="2 samples cannot feed 3 ranks"):
+        shard(samples[:2], 3)
+
+
+def test_inconsistent_samples_are_refused():
+    with pytest.raises(ValueError, match="2 response tokens but 1 log-probs"):
+        TrainSample(token_ids=(1, 2, 3), prompt_length=1, old_logprobs=(-1.0,), advantage=0.0, weights_version=0)
+    with pytest.raises(ValueError, match="needs a prompt and a response"):
+        TrainSample(token_ids=(1, 2), prompt_length=2, old_logprobs=(), advantage=0.0, weights_version=0)
