@@ -1,0 +1,84 @@
+"""From judged episodes to training samples and the step's statistics: each turn's reward from its
+verdict, returns over the episode's turns, advantages over the rollout groups, one
+``TrainSample`` per counted turn with the engine's own token ids, log-probs and weights version.
+
+Covered: that conversion and the statistics a step logs (reward, pass and compile rates, speedups,
+turns, tokens, failure kinds, weights-version lag). Not covered: where episodes come from (the
+driver) and the update (``update``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cudarl.agents.trajectory import Trajectory
+from cudarl.config_rl import AlgorithmConfig, RewardConfig
+from cudarl.reward import TurnReward, discounted_returns, turn_reward
+from cudarl.rl.advantages import compute_advantages
+from cudarl.rl.batch import TrainSample
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one step's episodes earned, for logs and metrics."""
+
+    episodes: int
+    turns: int
+    samples: int  # turns trained on (harness errors are left out)
+    mean_reward: float  # over counted turns
+    pass_rate: float  # correct turns / counted turns
+    compile_rate: float  # turns whose candidate built / counted turns
+    mean_speedup: float | None  # over correct, timed turns
+    median_speedup: float | None
+    best_speedups: tuple[float | None, ...]  # per episode
+    mean_turns: float
+    response_tokens: int
+    kinds: dict[str, int] = field(default_factory=dict)  # turns per reward kind
+    alone: int = 0  # samples without a peer in their advantage group (advantage 0)
+    version_lag: int = 0  # trainer's version minus the oldest weights that generated a sample
+
+
+def build_samples(trajectories: Sequence[Trajectory], groups: Sequence[str], reward: RewardConfig,
+                  algorithm: AlgorithmConfig, trainer_version: int | None = None) -> tuple[list[TrainSample], StepStats]:
+    """``groups[i]``: the rollout group of ``trajectories[i]`` (the episodes of one task in one step)."""
+    if len(groups) != len(trajectories):
+        raise ValueError(f"{len(trajectories)} trajectories but {len(groups)} group ids")
+    rows: list[tuple[Trajectory, int, TurnReward, float, str]] = []
+    for trajectory, group in zip(trajectories, groups):
+        rewards = [turn_reward(turn.verdict, reward) for turn in trajectory.turns]
+        returns = discounted_returns([r.value for r in rewards], algorithm.gamma)
+        rows += [(trajectory, index, r, g, group) for index, (r, g) in enumerate(zip(rewards, returns))]
+    counted = [row for row in rows if row[2].counted]
+    advantages = compute_advantages([row[3] for row in counted], [row[4] for row in counted],
+                                    [row[1] for row in counted], algorithm.advantage)
+    samples = []
+    for (trajectory, index, _, _, _), advantage in zip(counted, advantages.values):
+        turn = trajectory.turns[index]
+        samples.append(TrainSample(token_ids=tuple(turn.prompt_ids) + tuple(turn.response_ids),
+                                   prompt_length=len(turn.prompt_ids), old_logprobs=tuple(turn.logprobs),
+                                   advantage=advantage, weights_version=turn.weights_version, adapter=turn.adapter))
+    return samples, _stats(trajectories, rows, counted, advantages.alone, samples, trainer_version)
+
+
+def _stats(trajectories, rows, counted, alone: int, samples: list[TrainSample],
+           trainer_version: int | None) -> StepStats:
+    speedups = [trajectory.turns[index].speedup for trajectory, index, reward, _, _ in counted
+                if reward.kind == "correct" and trajectory.turns[index].speedup is not None]
+    built = sum(1 for row in counted if row[2].kind not in ("format_error", "compile_failure", "rejected")
+                or (row[2].kind == "rejected" and row[0].turns[row[1]].verdict.compile is not None))
+    versions = [s.weights_version for s in samples]
+    return StepStats(
+        episodes=len(trajectories), turns=len(rows), samples=len(samples),
+        mean_reward=statistics.fmean(row[2].value for row in counted) if counted else 0.0,
+        pass_rate=sum(row[2].kind == "correct" for row in counted) / len(counted) if counted else 0.0,
+        compile_rate=built / len(counted) if counted else 0.0,
+        mean_speedup=statistics.fmean(speedups) if speedups else None,
+        median_speedup=statistics.median(speedups) if speedups else None,
+        best_speedups=tuple(t.best_speedup for t in trajectories),
+        mean_turns=statistics.fmean(len(t.turns) for t in trajectories) if trajectories else 0.0,
+        response_tokens=sum(len(s.old_logprobs) for s in samples),
+        kinds=dict(Counter(row[2].kind for row in rows)), alone=alone,
+        version_lag=(trainer_version - min(versions)) if trainer_version is not None and versions else 0)
