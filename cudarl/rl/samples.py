@@ -42,7 +42,8 @@ class StepStats:
 
 
 def build_samples(trajectories: Sequence[Trajectory], groups: Sequence[str], reward: RewardConfig,
-                  algorithm: AlgorithmConfig, trainer_version: int | None = None) -> tuple[list[TrainSample], StepStats]:
+                  algorithm: AlgorithmConfig,
+                  trainer_version: int | None = None) -> tuple[list[TrainSample], StepStats]:
     """``groups[i]``: the rollout group of ``trajectories[i]`` (the episodes of one task in one step)."""
     if len(groups) != len(trajectories):
         raise ValueError(f"{len(trajectories)} trajectories but {len(groups)} group ids")
