@@ -15,7 +15,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from cudarl.config_base import ConfigError, _Section
-from cudarl.config_rl import AlgorithmConfig, RewardConfig
+from cudarl.config_rl import AlgorithmConfig, RewardConfig, TrainConfig
 from cudarl.config_sft import SftConfig
 from cudarl.files import read_text
 
@@ -332,6 +332,8 @@ class CudarlConfig(_Section):
     """What a judged candidate earns (``cudarl.reward``)."""
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     """Returns, advantages and the policy loss of the RL phase (``cudarl.rl``)."""
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    """The RL run: model, batch shape, episodes, update workers (``cudarl train``)."""
 
 
 def load_config(path: Path | str | None = None) -> CudarlConfig:

@@ -85,3 +85,47 @@ class AlgorithmConfig(_Section):
     """verl's KL estimator for the penalty."""
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Gradients are clipped to this global norm before each optimizer step."""
+
+
+class TrainConfig(_Section):
+    """The RL run (``cudarl train``): model, batch shape, episodes, the update workers."""
+
+    model: str = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+    """Hub id or local folder of the base model (tokenizer included); both roles' adapters sit on it."""
+    engine: Literal["auto", "hf", "vllm"] = "auto"
+    """Rollout engine (auto: vLLM on a GPU when installed, else transformers)."""
+    steps: int = Field(default=100, ge=1)
+    """RL steps to run (a resumed run continues up to this many)."""
+    tasks_per_step: int = Field(default=4, ge=1)
+    """Tasks drawn from the curriculum per step."""
+    group_size: int = Field(default=8, ge=2)
+    """Episodes per task per step: the group its advantages compare within."""
+    optimizer_turns: int = Field(default=2, ge=0, le=64)
+    """Optimizer turns after each generator turn."""
+    max_new_tokens: int = Field(default=2048, ge=1)
+    """Longest answer per turn, in tokens."""
+    temperature: float = Field(default=1.0, gt=0, le=10)
+    """Sampling temperature of the rollouts; the update takes log-probs under the same one (0,
+    greedy, has no log-probs to learn from and is refused)."""
+    target_speedup: float | None = Field(default=None, gt=0)
+    """End an episode once a correct candidate reaches this speedup (None: every turn runs)."""
+    full_finetune: bool = False
+    """Train every weight of one policy instead of a LoRA adapter per role."""
+    lora_rank: int = Field(default=16, ge=1, le=1024)
+    """Rank of each role's adapter (the warm start's adapters must match)."""
+    lora_alpha: int = Field(default=32, ge=1)
+    """LoRA scaling numerator (scale = alpha / rank)."""
+    learning_rate: float = Field(default=1e-5, gt=0, le=1)
+    """AdamW learning rate of the trained weights."""
+    micro_batch: int = Field(default=4, ge=1)
+    """Samples per forward/backward on an update worker."""
+    ranks: int = Field(default=1, ge=1)
+    """Update workers (data-parallel FSDP2 ranks)."""
+    gpus_per_rank: float = Field(default=0.0, ge=0, le=1)
+    """GPU share of each update worker (0: CPU; below 1 on one GPU shared with policies and bench workers)."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Parameter dtype of the update workers and the engine."""
+    checkpoint_every: int = Field(default=10, ge=1)
+    """Adapters and the run's state are written every this many steps."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of the rollouts' sampling (step by step) and of the task order."""

@@ -125,10 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     from cudarl.cli.sft import add_parser as add_sft_parser
     from cudarl.cli.tasks import add_parser as add_tasks_parser
     from cudarl.cli.tester import add_parser as add_tester_parser
+    from cudarl.cli.train import add_parser as add_train_parser
 
     add_tasks_parser(commands)
     add_tester_parser(commands)
     add_sft_parser(commands)
+    add_train_parser(commands)
     show = commands.add_parser("config", help="print every setting with its default and meaning")
     show.set_defaults(handler=_config)
     return parser

@@ -87,9 +87,12 @@ def collate(samples: Sequence[TrainSample], pad_id: int) -> dict[str, torch.Tens
             "advantages": advantages}
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The model's log-prob of each next token, (samples, L - 1), in fp32."""
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   temperature: float = 1.0) -> torch.Tensor:
+    """The model's log-prob of each next token, (samples, L - 1), in fp32, under the sampling
+    ``temperature`` (the engine's log-probs are of the tempered distribution it sampled from,
+    so the ratio must compare like with like)."""
     import torch
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float() / temperature
     return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)

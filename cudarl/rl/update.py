@@ -39,6 +39,8 @@ class UpdaterSpec:
     pad_id: int = 0
     dtype: str = "float32"
     """Parameter dtype ("bfloat16" on GPUs: FSDP2 then reduces gradients in fp32)."""
+    temperature: float = 1.0
+    """The rollouts' sampling temperature: the loss's log-probs are taken under it."""
     start_version: int = 0
     """The engines' current weights version; the first update exports ``start_version + 1``."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -101,7 +103,8 @@ class PolicyUpdater:
             for start in range(0, len(rows), self.spec.micro_batch):
                 batch = {k: v.to(self.device) for k, v in collate(rows[start:start + self.spec.micro_batch],
                                                                   self.spec.pad_id).items()}
-                logprobs = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"])
+                logprobs = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"],
+                                          self.spec.temperature)
                 loss, terms = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], batch["response_mask"],
                                           self.spec.algorithm, counts)
                 loss.backward()
@@ -137,8 +140,8 @@ class PolicyUpdater:
         return {k: v.clone() for k, v in adapter_state.items()}
 
     def probe_logprobs(self, token_ids: Sequence[int], prompt_length: int, adapter: str | None = None) -> list[float]:
-        """The trained model's log-probs of ``token_ids[prompt_length:]`` (collective): what the
-        engine must reproduce after taking the exported weights."""
+        """The trained model's log-probs of ``token_ids[prompt_length:]`` at temperature 1
+        (collective): what the engine's scoring must reproduce after taking the exported weights."""
         import torch
 
         self._use(adapter if self.spec.adapters else None)

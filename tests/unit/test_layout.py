@@ -27,6 +27,7 @@ LAYERS = {
     "cudarl.cli": 60,
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
+    "cudarl.rl.driver": 45,  # the RL run: engine, episodes, update workers (the judge is passed in)
     "actors": 40,
     "cudarl.sft": 38,  # the warm start: examples in the agents' prompts, rows in the rollout's token layout
     "cudarl.rl": 37,  # advantages and the policy loss on verl; the update workers

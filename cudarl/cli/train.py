@@ -1,0 +1,62 @@
+"""``cudarl train``: the RL run from the command line, on an embedded local Ray or a cluster
+(``--address``; the same entry point runs under ``ray job submit``). Settings: a config file's
+tables (``[train]``, ``[reward]``, ``[algorithm]``, ``[curriculum]``, ``[pool]``, ...), any of
+them overridden with ``--set table.name=value``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _train(args: argparse.Namespace) -> int:
+    from cudarl.cli.sft import _value
+    from cudarl.config import ConfigError, load_config
+    from cudarl.files import check_writable
+
+    config = load_config(args.config)
+    changes = {}
+    for item in args.set or []:
+        name, separator, value = item.partition("=")
+        if not separator or "." not in name:
+            raise ConfigError(f"--set {item!r}: expected table.name=value, e.g. train.steps=20 (see `cudarl config`)")
+        changes[name.strip()] = _value(value)
+    if args.model:
+        changes["train.model"] = args.model
+    if changes:
+        config = config.with_changes(changes)
+    out = Path(args.out)
+    check_writable(out / "steps.jsonl")
+    from cudarl.pool.client import start_pool
+    from cudarl.rl.driver import run_training
+    from cudarl.tasks.builtin import load_suite
+
+    tasks = [task for task in load_suite() if task.tier in config.curriculum.tiers]
+    pool = start_pool(config, address=args.address)
+
+    def show(record) -> None:
+        stats = record.stats
+        speedup = f"{stats['median_speedup']:.2f}x" if stats["median_speedup"] else "-"
+        print(f"step {record.step + 1}/{config.train.steps} [{record.tier}] reward {stats['mean_reward']:+.3f} "
+              f"pass {stats['pass_rate']:.2f} compile {stats['compile_rate']:.2f} median speedup {speedup} "
+              f"turns {stats['mean_turns']:.1f} v{record.weights_version} {record.seconds['step']:.1f}s", flush=True)
+
+    try:
+        run_training(config, out, tasks, pool.judge, progress=show)
+    except (ValueError, RuntimeError) as exc:
+        print(f"cudarl train: {exc}", file=sys.stderr)
+        return 2
+    print(f"done: steps in {out / 'steps.jsonl'}, checkpoints in {out / 'checkpoints'}")
+    return 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("train", help="RL: multi-turn GRPO of the generator and optimizer on the tester")
+    parser.add_argument("--config", help="TOML config file (see `cudarl config`)")
+    parser.add_argument("--model", help="base model: hub id or local folder (overrides train.model)")
+    parser.add_argument("--out", default="cudarl-train", help="output folder (steps.jsonl, checkpoints, config)")
+    parser.add_argument("--address", help="Ray cluster to join ('auto': this machine's); default: a local Ray")
+    parser.add_argument("--set", action="append", metavar="TABLE.NAME=VALUE",
+                        help="override one setting, e.g. --set train.steps=20 --set reward.rejected=-1")
+    parser.set_defaults(handler=_train)
