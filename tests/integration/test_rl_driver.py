@@ -22,13 +22,12 @@ ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
 @pytest.mark.slow
 def test_two_steps_of_the_full_loop_with_a_real_pool(tmp_path):
     import ray
+    from transformers import AutoTokenizer
 
     from cudarl.config import CudarlConfig
     from cudarl.pool import start_pool
     from cudarl.rl.driver import run_training
     from cudarl.rollout.adapters import read_adapter_folder
-
-    from transformers import AutoTokenizer
 
     trained = chat_tokenizer([system_prompt(), generator_prompt(TASK), ANSWER])
     trained.save_pretrained(tmp_path / "model")
