@@ -39,8 +39,8 @@ def test_two_steps_of_the_full_loop_with_a_real_pool(tmp_path):
         "tester": {"compile": {"mode": "kernel"}},
         "pool": {"min_compile_workers": 1, "max_compile_workers": 1},
         "train": {"model": str(tmp_path / "model"), "engine": "hf", "steps": 2, "tasks_per_step": 1,
-                  "group_size": 2, "optimizer_turns": 1, "max_new_tokens": 400, "temperature": 0.1, "lora_rank": 4, "lora_alpha": 8,
-                  "learning_rate": 1e-3, "checkpoint_every": 1},
+                  "group_size": 2, "optimizer_turns": 1, "max_new_tokens": 400, "temperature": 0.1,
+                  "lora_rank": 4, "lora_alpha": 8, "learning_rate": 1e-3, "checkpoint_every": 1},
         "curriculum": {"tiers": ["easy"]}})
     try:
         pool = start_pool(config, num_cpus=3)
