@@ -43,7 +43,7 @@ def _train(args: argparse.Namespace) -> int:
               f"turns {stats['mean_turns']:.1f} v{record.weights_version} {record.seconds['step']:.1f}s", flush=True)
 
     try:
-        run_training(config, out, tasks, pool.judge, progress=show)
+        run_training(config, out, tasks, pool.judge, progress=show, resume=args.resume)
     except (ValueError, RuntimeError) as exc:
         print(f"cudarl train: {exc}", file=sys.stderr)
         return 2
@@ -56,6 +56,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--config", help="TOML config file (see `cudarl config`)")
     parser.add_argument("--model", help="base model: hub id or local folder (overrides train.model)")
     parser.add_argument("--out", default="cudarl-train", help="output folder (steps.jsonl, checkpoints, config)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the last whole checkpoint in --out (same settings, same seeds)")
     parser.add_argument("--address", help="Ray cluster to join ('auto': this machine's); default: a local Ray")
     parser.add_argument("--set", action="append", metavar="TABLE.NAME=VALUE",
                         help="override one setting, e.g. --set train.steps=20 --set reward.rejected=-1")

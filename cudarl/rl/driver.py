@@ -8,14 +8,17 @@ train``). Every sample carries the weights version that generated it, and each s
 refused unless the engine reproduces the trainer's log-probs on a probe from that step's data.
 
 Covered: the loop, its log (``steps.jsonl``, one JSON object per step, written as each ends),
-adapters and the run's state every ``checkpoint_every`` steps. Not covered yet: resuming the
-optimizer's state (a resumed run restarts from the saved adapters only), overlapping rollout and
-update, metrics to Prometheus, the policy actors.
+checkpoints every ``checkpoint_every`` steps (the trainer's model and optimizer state through
+torch distributed checkpoint, each role's adapter as a peft folder, the curriculum, the step),
+each whole or absent, and ``resume``: from the last whole checkpoint, on the same seeds, to the
+state an uninterrupted run reaches. Not covered yet: overlapping rollout and update, metrics to
+Prometheus and TensorBoard, the policy actors, retrying a step whose workers died.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -49,8 +52,9 @@ class StepRecord:
 
 
 def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judge,
-                 progress: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
-    """Run ``config.train.steps`` steps; the records are also in ``out/steps.jsonl``."""
+                 progress: Callable[[StepRecord], None] | None = None, resume: bool = False) -> list[StepRecord]:
+    """Run up to ``config.train.steps`` steps (with ``resume``: from the last whole checkpoint in
+    ``out``); the records of the steps run here, also appended to ``out/steps.jsonl``."""
     from transformers import AutoTokenizer
 
     from cudarl.rollout.chat import ChatTokens
@@ -69,27 +73,71 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     spec = UpdaterSpec(model=train.model, adapters=ROLES if lora else (), lora=lora or LoraSettings(),
                        learning_rate=train.learning_rate, micro_batch=train.micro_batch, pad_id=pad_id,
-                       dtype=train.dtype, temperature=train.temperature, algorithm=config.algorithm)
+                       dtype=train.dtype, temperature=train.temperature, seed=train.seed,
+                       algorithm=config.algorithm)
     curriculum = Curriculum(tasks, config.curriculum)
-    group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank)
+    checkpoint = latest_checkpoint(out) if resume else None
+    first_step = 0
+    if checkpoint is not None:
+        state = json.loads((checkpoint / "state.json").read_text())
+        curriculum.load_state_dict(state["curriculum"])
+        first_step = state["step"]
+        _restore_engine(engine, checkpoint, lora, state["weights_version"])
+        _keep_log_lines(out / "steps.jsonl", before=first_step)
+    group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank,
+                        resume_from=str(checkpoint / "trainer") if checkpoint else None)
     records: list[StepRecord] = []
     try:
-        for step in range(train.steps):
-            record, weights = _step(step, config, engine, chat, judge, curriculum, group, lora)
+        for step in range(first_step, train.steps):
+            staging = None
+            if (step + 1) % train.checkpoint_every == 0 or step + 1 == train.steps:
+                staging = out / "checkpoints" / f"step-{step + 1}.partial"
+                shutil.rmtree(staging, ignore_errors=True)
+                staging.mkdir(parents=True)
+            record, weights = _step(step, config, engine, chat, judge, curriculum, group, lora, staging)
             records.append(record)
             with (out / "steps.jsonl").open("a") as log:
                 log.write(json.dumps(asdict(record)) + "\n")
             if progress:
                 progress(record)
-            if (step + 1) % train.checkpoint_every == 0 or step + 1 == train.steps:
-                _checkpoint(out / "checkpoints" / f"step-{step + 1}", weights, lora, curriculum, record)
+            if staging is not None:
+                _checkpoint(staging, weights, lora, curriculum, record)
     finally:
         group.stop()
     return records
 
 
+def latest_checkpoint(out: Path) -> Path | None:
+    """The newest whole checkpoint in ``out`` (a ``.partial`` folder, left by a run killed while
+    writing one, is never chosen)."""
+    whole = [folder for folder in (out / "checkpoints").glob("step-*")
+             if not folder.name.endswith(".partial") and (folder / "state.json").is_file()]
+    return max(whole, key=lambda folder: int(folder.name.removeprefix("step-")), default=None)
+
+
+def _restore_engine(engine, checkpoint: Path, lora: LoraSettings | None, version: int) -> None:
+    """The engine back on the checkpoint's weights, under its version, checked like any update."""
+    if lora is None:
+        from safetensors.torch import load_file
+
+        engine.update_weights(load_file(str(checkpoint / "model.safetensors")), version)
+        return
+    from cudarl.rollout.adapters import read_adapter_folder
+
+    for role in ROLES:
+        _, weights = read_adapter_folder(checkpoint / role)
+        engine.update_weights(weights, version, adapter=role)
+
+
+def _keep_log_lines(log: Path, before: int) -> None:
+    """Drop the log lines of steps a killed run finished after its last checkpoint (they rerun)."""
+    if log.is_file():
+        lines = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] < before]
+        log.write_text("".join(line + "\n" for line in lines))
+
+
 def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculum: Curriculum, group: UpdateGroup,
-          lora: LoraSettings | None) -> tuple[StepRecord, dict]:
+          lora: LoraSettings | None, staging: Path | None) -> tuple[StepRecord, dict]:
     train = config.train
     started = time.perf_counter()
     chosen = curriculum.sample(train.tasks_per_step)
@@ -112,7 +160,8 @@ def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculu
     probe_source = samples[0]
     probe_length = min(len(probe_source.token_ids), probe_source.prompt_length + PROBE_RESPONSE_TOKENS)
     probe_ids = probe_source.token_ids[:probe_length]
-    result = group.update(step, samples, probe=(probe_ids, probe_source.prompt_length))
+    result = group.update(step, samples, probe=(probe_ids, probe_source.prompt_length),
+                          save_to=str(staging / "trainer") if staging is not None else None)
     updated = time.perf_counter()
     tolerance = 1e-3 if train.dtype == "float32" else 0.02
     sync_errors = {}
@@ -128,18 +177,13 @@ def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculu
     return record, result.weights
 
 
-def _checkpoint(folder: Path, weights: dict, lora: LoraSettings | None, curriculum: Curriculum,
+def _checkpoint(staging: Path, weights: dict, lora: LoraSettings | None, curriculum: Curriculum,
                 record: StepRecord) -> None:
-    """The trained weights (each role's adapter as a peft folder, which policies load; or the
-    whole model's tensors), the curriculum and the step, written to a temporary folder and
-    renamed: a checkpoint is whole or absent."""
-    import shutil
-
+    """Complete a checkpoint the trainer wrote its state into (``staging/trainer``): the trained
+    weights (each role's adapter as a peft folder, which policies load; or the whole model's
+    tensors), the curriculum and the step; then rename it into place, so it is whole or absent."""
     from cudarl.rollout.adapters import save_adapter_folder
 
-    staging = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
     if lora is not None:
         for role in ROLES:
             save_adapter_folder(weights[role], lora, staging / role)
@@ -149,5 +193,6 @@ def _checkpoint(folder: Path, weights: dict, lora: LoraSettings | None, curricul
         save_file({k: v.contiguous() for k, v in weights[None].items()}, str(staging / "model.safetensors"))
     (staging / "state.json").write_text(json.dumps({"step": record.step + 1, "weights_version": record.weights_version,
                                                     "curriculum": curriculum.state_dict()}, indent=2))
+    folder = staging.with_name(staging.name.removesuffix(".partial"))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -26,7 +26,8 @@ class UpdateWorkersError(RuntimeError):
 
 class UpdateGroup:
     def __init__(self, spec: UpdaterSpec, ranks: int = 1, cpus_per_rank: float = 1.0, gpus_per_rank: float = 0.0,
-                 start_timeout_s: float = 600.0, storage_path: str | None = None) -> None:
+                 start_timeout_s: float = 600.0, storage_path: str | None = None,
+                 resume_from: str | None = None) -> None:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchTrainer
         from ray.util.queue import Queue
@@ -40,7 +41,7 @@ class UpdateGroup:
         self._trainer = TorchTrainer(
             train_loop_per_worker,
             train_loop_config={"spec": spec, "inboxes": self.inboxes, "outbox": self.outbox,
-                               "use_gpu": gpus_per_rank > 0},
+                               "use_gpu": gpus_per_rank > 0, "resume_from": resume_from},
             scaling_config=ScalingConfig(num_workers=ranks, use_gpu=gpus_per_rank > 0,
                                          resources_per_worker=resources),
             run_config=RunConfig(name=f"cudarl-update-{int(time.time())}", storage_path=storage_path))
@@ -70,11 +71,12 @@ class UpdateGroup:
         raise UpdateWorkersError(f"the update workers took more than {timeout_s:g} s {doing}")
 
     def update(self, step: int, samples: Sequence[TrainSample], probe: tuple[tuple[int, ...], int] | None = None,
-               timeout_s: float = 3600.0) -> UpdateResult:
-        """One step over ``samples`` (dealt over the ranks); the new weights and probe log-probs."""
+               save_to: str | None = None, timeout_s: float = 3600.0) -> UpdateResult:
+        """One step over ``samples`` (dealt over the ranks); the new weights and probe log-probs.
+        ``save_to``: the trainer's state is written there after the step (shared storage)."""
         counts = batch_counts(samples, self.ranks)
         for inbox, part in zip(self.inboxes, shard(samples, self.ranks)):
-            inbox.put(UpdateJob(step=step, samples=tuple(part), counts=counts, probe=probe))
+            inbox.put(UpdateJob(step=step, samples=tuple(part), counts=counts, probe=probe, save_to=save_to))
         kind, result = self._receive(timeout_s, f"finishing step {step}")
         assert kind == "result"
         self.version = result.version

@@ -26,6 +26,7 @@ class UpdateJob:
     samples: tuple[TrainSample, ...]
     counts: BatchCounts  # global, over every rank
     probe: tuple[tuple[int, ...], int] | None = None  # (token ids, prompt length) to score after the step
+    save_to: str | None = None  # a folder for the trainer's state after the step (torch distributed checkpoint)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def train_loop_per_worker(config: dict) -> None:
     if device == "cuda":
         torch.cuda.set_device(context.get_local_rank())
     updater = PolicyUpdater(spec, device=device)
+    if config.get("resume_from"):
+        updater.load(config["resume_from"])
     inbox, outbox = config["inboxes"][rank], config["outbox"]
     if rank == 0:
         outbox.put(("ready", updater.version))
@@ -67,6 +70,8 @@ def train_loop_per_worker(config: dict) -> None:
         exported = tuple(spec.adapters) or (None,)
         weights = {name: updater.weights(name) for name in exported}
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
+        if job.save_to:
+            updater.save(job.save_to)
         if rank == 0:
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,

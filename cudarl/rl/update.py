@@ -41,6 +41,8 @@ class UpdaterSpec:
     """Parameter dtype ("bfloat16" on GPUs: FSDP2 then reduces gradients in fp32)."""
     temperature: float = 1.0
     """The rollouts' sampling temperature: the loss's log-probs are taken under it."""
+    seed: int = 0
+    """Seed of the adapters' initialization (every rank starts from the same weights; a rerun too)."""
     start_version: int = 0
     """The engines' current weights version; the first update exports ``start_version + 1``."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -54,6 +56,7 @@ class PolicyUpdater:
         self.spec, self.device = spec, device
         self.version = spec.start_version
         model = AutoModelForCausalLM.from_pretrained(spec.model, dtype=getattr(torch, spec.dtype))
+        torch.manual_seed(spec.seed)
         if spec.adapters:
             from peft import LoraConfig, get_peft_model
 
@@ -150,20 +153,38 @@ class PolicyUpdater:
             values = token_logprobs(self.model, ids, torch.ones_like(ids))[0, prompt_length - 1:]
         return values.float().cpu().tolist()
 
-    def state_dict(self) -> dict:
-        """Model and optimizers' state, for a checkpoint (torch distributed checkpoint's layout)."""
+    def save(self, folder: str) -> None:
+        """Model and optimizer state with torch distributed checkpoint (collective: every rank
+        writes its shards), and the version."""
+        import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
-        if not _distributed():
-            return {"model": self.model.state_dict(),
-                    "optimizers": {str(k): o.state_dict() for k, o in self._optimizers.items()},
-                    "version": self.version}
-        state = {"version": self.version, "optimizers": {}}
-        for name, optimizer in self._optimizers.items():
-            model_state, optimizer_state = get_state_dict(self.model, optimizer)
-            state["model"] = model_state
-            state["optimizers"][str(name)] = optimizer_state
-        return state
+        model_state, optimizer_state = get_state_dict(self.model, list(self._optimizers.values()))
+        dcp.save({"model": model_state, "optimizers": optimizer_state}, checkpoint_id=folder)
+        if not _distributed() or _rank() == 0:
+            from pathlib import Path
+
+            (Path(folder) / "version.txt").write_text(str(self.version))
+
+    def load(self, folder: str) -> None:
+        """Back to the state ``save`` wrote (collective)."""
+        from pathlib import Path
+
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        optimizers = list(self._optimizers.values())
+        model_state, optimizer_state = get_state_dict(self.model, optimizers)
+        state = {"model": model_state, "optimizers": optimizer_state}
+        dcp.load(state, checkpoint_id=folder)
+        set_state_dict(self.model, optimizers, model_state_dict=state["model"], optim_state_dict=state["optimizers"])
+        self.version = int((Path(folder) / "version.txt").read_text())
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank()
 
 
 def _distributed() -> bool:
