@@ -33,6 +33,13 @@ def _train(args: argparse.Namespace) -> int:
     from cudarl.tasks.builtin import load_suite
 
     tasks = [task for task in load_suite() if task.tier in config.curriculum.tiers]
+    try:  # before any worker starts: a model that cannot be reached is a one-line error
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(config.train.model)
+    except (OSError, ValueError) as exc:  # unreachable, or a folder that holds no model
+        print(f"cudarl train: model {config.train.model!r}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
     pool = start_pool(config, address=args.address)
 
     def show(record) -> None:
@@ -44,8 +51,8 @@ def _train(args: argparse.Namespace) -> int:
 
     try:
         run_training(config, out, tasks, pool.judge, progress=show, resume=args.resume)
-    except (ValueError, RuntimeError) as exc:
-        print(f"cudarl train: {exc}", file=sys.stderr)
+    except (ValueError, RuntimeError, OSError) as exc:  # OSError: a model or tokenizer that cannot be loaded
+        print(f"cudarl train: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     print(f"done: steps in {out / 'steps.jsonl'}, checkpoints in {out / 'checkpoints'}")
     return 0
