@@ -52,11 +52,9 @@ def batch_counts(samples: Sequence[TrainSample], ranks: int = 1) -> BatchCounts:
     return BatchCounts(tokens=sum(s.response_length for s in samples), sequences=len(samples), ranks=ranks)
 
 
-def shard(samples: Sequence[TrainSample], ranks: int) -> list[list[TrainSample]]:
-    """Samples dealt over ranks, longest first in turn so token counts stay even; every rank gets
-    at least one sample (FSDP's collectives need every rank to run a forward)."""
-    if len(samples) < ranks:
-        raise ValueError(f"{len(samples)} samples cannot feed {ranks} ranks (each needs at least one)")
+def deal(samples: Sequence[TrainSample], ranks: int) -> list[list[TrainSample]]:
+    """Samples dealt over ranks, longest first in turn so token counts stay even (a rank may get
+    none: the updater then runs empty micro-batches to keep the ranks' collectives in step)."""
     order = sorted(range(len(samples)), key=lambda i: -len(samples[i].token_ids))
     shards: list[list[TrainSample]] = [[] for _ in range(ranks)]
     for position, index in enumerate(order):

@@ -61,8 +61,12 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     from cudarl.rollout.loading import load_engine
 
     train = config.train
+    if config.algorithm.kl_coef > 0 and train.full_finetune:
+        raise ValueError("algorithm.kl_coef > 0 needs adapters: full fine-tuning keeps no reference model")
+    if not resume and ((out / "steps.jsonl").exists() or (out / "checkpoints").exists()):
+        raise ValueError(f"{out} holds an earlier run: resume it (--resume) or choose another output folder")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(config.model_dump_json(indent=2))
+    _check_same_run(out / "config.json", config, resume)
     tokenizer = AutoTokenizer.from_pretrained(train.model)
     chat = ChatTokens(tokenizer)
     lora = None if train.full_finetune else LoraSettings(rank=train.lora_rank, alpha=train.lora_alpha)
@@ -83,9 +87,14 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
         curriculum.load_state_dict(state["curriculum"])
         first_step = state["step"]
         _restore_engine(engine, checkpoint, lora, state["weights_version"])
+    if resume:
         _keep_log_lines(out / "steps.jsonl", before=first_step)
     group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank,
                         resume_from=str(checkpoint / "trainer") if checkpoint else None)
+    if checkpoint is not None and group.version != state["weights_version"]:
+        group.stop()
+        raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
+                           f"adapters {state['weights_version']}")
     records: list[StepRecord] = []
     try:
         for step in range(first_step, train.steps):
@@ -131,9 +140,32 @@ def _restore_engine(engine, checkpoint: Path, lora: LoraSettings | None, version
 
 def _keep_log_lines(log: Path, before: int) -> None:
     """Drop the log lines of steps a killed run finished after its last checkpoint (they rerun)."""
-    if log.is_file():
-        lines = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] < before]
-        log.write_text("".join(line + "\n" for line in lines))
+    if not log.is_file():
+        return
+    kept = []
+    for line in log.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] < before:
+                kept.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):  # a line cut short by the kill
+            continue
+    log.write_text("".join(line + "\n" for line in kept))
+
+
+def _check_same_run(path: Path, config: CudarlConfig, resume: bool) -> None:
+    """Write the run's settings; on resume, refuse settings that differ from the run's own in
+    anything but the number of steps (a resumed run must be the same run)."""
+    settings = json.loads(config.model_dump_json())
+    if resume and path.is_file():
+        before = json.loads(path.read_text())
+        before.get("train", {}).pop("steps", None)
+        now = json.loads(config.model_dump_json())
+        now["train"].pop("steps")
+        if before != now:
+            changed = sorted(key for key in set(before) | set(now) if before.get(key) != now.get(key))
+            raise ValueError(f"{path}: the run was started with other settings (in {', '.join(changed)}); "
+                             "resume it with the same ones (only train.steps may change)")
+    path.write_text(json.dumps(settings, indent=2))
 
 
 def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculum: Curriculum, group: UpdateGroup,
@@ -146,7 +178,7 @@ def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculu
     settings = EpisodeSettings(
         optimizer_turns=train.optimizer_turns, target_speedup=train.target_speedup,
         sampling=SamplingSettings(max_new_tokens=train.max_new_tokens, temperature=train.temperature,
-                                  seed=train.seed * 1_000_003 + step),
+                                  seed=(train.seed * 1_000_003 + step) * 65_536),  # engines add the request index
         generator_adapter="generator" if lora else None, optimizer_adapter="optimizer" if lora else None)
     trajectories = run_episodes(engine, chat, judge, episodes, settings)
     for trajectory in trajectories:

@@ -15,9 +15,31 @@ import threading
 import time
 from collections.abc import Sequence
 
-from cudarl.rl.batch import TrainSample, batch_counts, shard
+from cudarl.rl.batch import TrainSample, batch_counts, deal
 from cudarl.rl.train_loop import UpdateJob, UpdateResult, train_loop_per_worker
-from cudarl.rl.update import UpdaterSpec
+from cudarl.rl.update import StepPlan, UpdaterSpec
+
+
+def plan_step(samples: Sequence[TrainSample], ranks: int, micro_batch: int,
+              by_adapter: bool) -> tuple[list[list[TrainSample]], dict]:
+    """Each adapter's samples dealt over the ranks on their own, and its ``StepPlan``: its token
+    count over the step and the micro-batches every rank runs for it (the most any rank needs)."""
+    import math
+
+    groups: dict[str | None, list[TrainSample]] = {}
+    for sample in samples:
+        groups.setdefault(sample.adapter if by_adapter else None, []).append(sample)
+    if by_adapter and None in groups:
+        raise ValueError("samples without an adapter, but the update workers train one adapter per role")
+    shards: list[list[TrainSample]] = [[] for _ in range(ranks)]
+    plan = {}
+    for adapter, rows in groups.items():
+        parts = deal(rows, ranks)
+        for shard, part in zip(shards, parts):
+            shard.extend(part)
+        plan[adapter] = StepPlan(counts=batch_counts(rows, ranks),
+                                 micro_batches=max(math.ceil(len(part) / micro_batch) for part in parts))
+    return shards, plan
 
 
 class UpdateWorkersError(RuntimeError):
@@ -34,7 +56,7 @@ class UpdateGroup:
 
         if ranks < 1:
             raise ValueError(f"ranks must be at least 1, got {ranks}")
-        self.ranks = ranks
+        self.ranks, self.spec = ranks, spec
         self.inboxes = [Queue(actor_options={"num_cpus": 0}) for _ in range(ranks)]
         self.outbox = Queue(actor_options={"num_cpus": 0})
         resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
@@ -74,9 +96,9 @@ class UpdateGroup:
                save_to: str | None = None, timeout_s: float = 3600.0) -> UpdateResult:
         """One step over ``samples`` (dealt over the ranks); the new weights and probe log-probs.
         ``save_to``: the trainer's state is written there after the step (shared storage)."""
-        counts = batch_counts(samples, self.ranks)
-        for inbox, part in zip(self.inboxes, shard(samples, self.ranks)):
-            inbox.put(UpdateJob(step=step, samples=tuple(part), counts=counts, probe=probe, save_to=save_to))
+        shards, plan = plan_step(samples, self.ranks, self.spec.micro_batch, bool(self.spec.adapters))
+        for inbox, part in zip(self.inboxes, shards):
+            inbox.put(UpdateJob(step=step, samples=tuple(part), plan=plan, probe=probe, save_to=save_to))
         kind, result = self._receive(timeout_s, f"finishing step {step}")
         assert kind == "result"
         self.version = result.version

@@ -27,7 +27,7 @@ class StepStats:
 
     episodes: int
     turns: int
-    samples: int  # turns trained on (harness errors are left out)
+    samples: int  # turns trained on (episodes with a harness error are left out whole)
     mean_reward: float  # over counted turns
     pass_rate: float  # correct turns / counted turns
     compile_rate: float  # turns whose candidate built / counted turns
@@ -50,6 +50,8 @@ def build_samples(trajectories: Sequence[Trajectory], groups: Sequence[str], rew
     rows: list[tuple[Trajectory, int, TurnReward, float, str]] = []
     for trajectory, group in zip(trajectories, groups):
         rewards = [turn_reward(turn.verdict, reward) for turn in trajectory.turns]
+        if not all(r.counted for r in rewards):  # a tester failure leaves the episode's returns unknown
+            rewards = [TurnReward(r.value, r.kind, r.terms, counted=False) for r in rewards]
         returns = discounted_returns([r.value for r in rewards], algorithm.gamma)
         rows += [(trajectory, index, r, g, group) for index, (r, g) in enumerate(zip(rewards, returns))]
     counted = [row for row in rows if row[2].counted]

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 
 from cudarl.rl.batch import TrainSample
-from cudarl.rl.loss import BatchCounts
 from cudarl.rl.update import UpdaterSpec
 
 
@@ -24,7 +23,7 @@ class UpdateJob:
 
     step: int
     samples: tuple[TrainSample, ...]
-    counts: BatchCounts  # global, over every rank
+    plan: dict  # adapter name (None: the whole model) -> StepPlan, the same on every rank
     probe: tuple[tuple[int, ...], int] | None = None  # (token ids, prompt length) to score after the step
     save_to: str | None = None  # a folder for the trainer's state after the step (torch distributed checkpoint)
 
@@ -66,7 +65,7 @@ def train_loop_per_worker(config: dict) -> None:
         if job is None:
             return
         started = time.perf_counter()
-        metrics = updater.step(job.samples, job.counts)
+        metrics = updater.step(job.samples, job.plan)
         exported = tuple(spec.adapters) or (None,)
         weights = {name: updater.weights(name) for name in exported}
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}

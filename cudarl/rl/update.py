@@ -14,13 +14,21 @@ covered: where samples come from (the driver) and how weights reach engines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cudarl.config_rl import AlgorithmConfig
 from cudarl.rl.batch import TrainSample, collate, token_logprobs
 from cudarl.rl.loss import BatchCounts, policy_loss
 from cudarl.rollout.engine import LoraSettings
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One adapter's share of a step, the same on every rank."""
+
+    counts: BatchCounts  # the adapter's tokens and samples over the whole step, all ranks
+    micro_batches: int  # micro-batches every rank runs for it (empty ones where it has no samples left)
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,13 @@ class PolicyUpdater:
             parameters = list(self.model.parameters())
         return torch.optim.AdamW(parameters, lr=self.spec.learning_rate, weight_decay=self.spec.weight_decay)
 
+    def _all_trainable(self) -> None:
+        """Every trained tensor marked trainable, as at start: torch gives an optimizer that never
+        stepped its state only for tensors that require grad, and save and load must agree."""
+        for name, parameter in self.model.named_parameters():
+            if not self.spec.adapters or "lora_" in name:
+                parameter.requires_grad_(True)
+
     def _use(self, adapter: str | None):
         if adapter is not None:
             self.model.base_model.set_adapter(adapter)
@@ -87,33 +102,42 @@ class PolicyUpdater:
                 if "lora_" in name:
                     parameter.requires_grad_(f".{adapter}." in name)
 
-    def step(self, samples: Sequence[TrainSample], counts: BatchCounts) -> dict[str, float]:
-        """One optimizer step per adapter present in ``samples`` (this rank's share; ``counts`` are
-        the global ones). Returns summed loss terms and the gradient norm."""
+    def step(self, samples: Sequence[TrainSample], plan: Mapping[str | None, StepPlan]) -> dict[str, float]:
+        """One optimizer step per adapter in ``plan`` (this rank's share of the samples). Every
+        rank runs the same number of micro-batches per adapter (``StepPlan.micro_batches``,
+        padded with empty ones where it holds fewer samples): under FSDP2 each forward, backward
+        and gradient clip is a collective, and ranks out of step would hang or, worse, reduce one
+        adapter's gradients into the other's. Each adapter's loss is its own token mean over the
+        whole step (``StepPlan.counts``)."""
         import torch
 
+        key = (lambda sample: sample.adapter) if self.spec.adapters else (lambda sample: None)
         by_adapter: dict[str | None, list[TrainSample]] = {}
         for sample in samples:
-            by_adapter.setdefault(sample.adapter if self.spec.adapters else None, []).append(sample)
-        unknown = [name for name in by_adapter if name is not None and name not in self.spec.adapters]
+            by_adapter.setdefault(key(sample), []).append(sample)
+        unknown = [name for name in by_adapter if name not in plan]
         if unknown:
             raise ValueError(f"samples of adapter(s) {unknown}; the updater trains {list(self.spec.adapters)}")
         metrics: dict[str, float] = {"loss": 0.0, "samples": float(len(samples))}
-        for adapter in sorted(by_adapter, key=str):
+        for adapter in sorted(plan, key=str):
+            rows, step_plan = by_adapter.get(adapter, []), plan[adapter]
+            if len(rows) > step_plan.micro_batches * self.spec.micro_batch:
+                raise ValueError(f"{len(rows)} samples of {adapter!r} do not fit "
+                                 f"{step_plan.micro_batches} micro-batches")
             self._use(adapter)
             optimizer = self._optimizers[adapter]
-            rows = by_adapter[adapter]
-            for start in range(0, len(rows), self.spec.micro_batch):
-                batch = {k: v.to(self.device) for k, v in collate(rows[start:start + self.spec.micro_batch],
-                                                                  self.spec.pad_id).items()}
+            for index in range(step_plan.micro_batches):
+                part = rows[index * self.spec.micro_batch:(index + 1) * self.spec.micro_batch]
+                batch = collate(part, self.spec.pad_id) if part else _empty_batch(self.spec.pad_id)
+                batch = {k: v.to(self.device) for k, v in batch.items()}
                 logprobs = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"],
                                           self.spec.temperature)
                 loss, terms = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], batch["response_mask"],
-                                          self.spec.algorithm, counts)
+                                          self.spec.algorithm, step_plan.counts, self._reference(batch))
                 loss.backward()
                 metrics["loss"] += float(loss.detach())
                 for name, value in terms.items():
-                    metrics[name] = metrics.get(name, 0.0) + value * len(rows[start:start + self.spec.micro_batch])
+                    metrics[name] = metrics.get(name, 0.0) + value * len(part)
             parameters = [p for group in optimizer.param_groups for p in group["params"]]
             norm = torch.nn.utils.clip_grad_norm_(parameters, self.spec.algorithm.max_grad_norm)
             metrics[f"grad_norm/{adapter or 'model'}"] = float(norm.full_tensor() if hasattr(norm, "full_tensor")
@@ -125,6 +149,18 @@ class PolicyUpdater:
                 metrics[name] /= max(len(samples), 1)  # per-sample means of the loss functions' metrics
         self.version += 1
         return metrics
+
+    def _reference(self, batch: dict):
+        """The reference policy's log-probs for the KL penalty: the base model, adapters off (no
+        second copy); None when the penalty is off."""
+        if self.spec.algorithm.kl_coef <= 0:
+            return None
+        if not self.spec.adapters:
+            raise ValueError("a KL penalty needs adapters: full fine-tuning keeps no reference model")
+        import torch
+
+        with torch.no_grad(), self.model.disable_adapter():
+            return token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.spec.temperature)
 
     def weights(self, adapter: str | None = None) -> dict:
         """Full CPU tensors of ``adapter`` (peft's names) or of the whole model (collective)."""
@@ -159,6 +195,7 @@ class PolicyUpdater:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
+        self._all_trainable()
         model_state, optimizer_state = get_state_dict(self.model, list(self._optimizers.values()))
         dcp.save({"model": model_state, "optimizers": optimizer_state}, checkpoint_id=folder)
         if not _distributed() or _rank() == 0:
@@ -174,11 +211,21 @@ class PolicyUpdater:
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
         optimizers = list(self._optimizers.values())
+        self._all_trainable()
         model_state, optimizer_state = get_state_dict(self.model, optimizers)
         state = {"model": model_state, "optimizers": optimizer_state}
         dcp.load(state, checkpoint_id=folder)
         set_state_dict(self.model, optimizers, model_state_dict=state["model"], optim_state_dict=state["optimizers"])
         self.version = int((Path(folder) / "version.txt").read_text())
+
+
+def _empty_batch(pad_id: int) -> dict:
+    """A micro-batch with nothing under the loss mask: it keeps a rank's collectives in step."""
+    import torch
+
+    return {"input_ids": torch.full((1, 2), pad_id, dtype=torch.long),
+            "attention_mask": torch.ones(1, 2, dtype=torch.long), "response_mask": torch.zeros(1, 1),
+            "old_logprobs": torch.zeros(1, 1), "advantages": torch.zeros(1, 1)}
 
 
 def _rank() -> int:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cudarl.rl.batch import TrainSample, batch_counts, collate, shard, token_logprobs
+from cudarl.rl.batch import TrainSample, batch_counts, collate, deal, token_logprobs
+from cudarl.rl.group import plan_step
 
 
 def _sample(ids, prompt_length, advantage=1.0):
@@ -41,11 +42,25 @@ def test_token_logprobs_read_the_next_tokens_score():
 
 def test_shards_are_even_and_counts_global():
     samples = [_sample([1] * n, 1) for n in (9, 2, 5, 3, 7)]
-    shards = shard(samples, 2)
+    shards = deal(samples, 2)
     assert [sorted(len(s.token_ids) for s in part) for part in shards] == [[2, 5, 9], [3, 7]]  # longest first, in turn
     assert batch_counts(samples, ranks=2).tokens == 8 + 1 + 4 + 2 + 6
-    with pytest.raises(ValueError, match="2 samples cannot feed 3 ranks"):
-        shard(samples[:2], 3)
+    assert [len(part) for part in deal(samples[:2], 3)] == [1, 1, 0]
+
+
+def test_every_rank_runs_the_same_micro_batches_per_adapter():
+    def role(n, adapter):
+        return TrainSample(token_ids=(1,) * n, prompt_length=1, old_logprobs=(-1.0,) * (n - 1), advantage=1.0,
+                           weights_version=0, adapter=adapter)
+
+    samples = [role(4, "generator"), role(3, "generator"), role(6, "generator"), role(5, "optimizer")]
+    shards, plan = plan_step(samples, ranks=2, micro_batch=1, by_adapter=True)
+    assert [[s.adapter for s in part] for part in shards] == [["generator", "generator", "optimizer"], ["generator"]]
+    # generator: 2 + 1 samples over the ranks -> both run 2 micro-batches; optimizer: 1 + 0 -> both run 1
+    assert {name: (p.micro_batches, p.counts.tokens, p.counts.ranks) for name, p in plan.items()} == {
+        "generator": (2, 3 + 2 + 5, 2), "optimizer": (1, 4, 2)}
+    with pytest.raises(ValueError, match="samples without an adapter"):
+        plan_step([role(3, None)], ranks=1, micro_batch=1, by_adapter=True)
 
 
 def test_inconsistent_samples_are_refused():

@@ -53,3 +53,10 @@ def test_grpo_over_all_turns_of_a_group():
 def test_mismatched_groups_are_refused():
     with pytest.raises(ValueError, match="3 trajectories but 2 group ids"):
         build_samples(EPISODES, GROUPS[:2], RewardConfig(), AlgorithmConfig())
+
+
+def test_an_episode_with_a_tester_failure_is_left_out_whole():
+    broken = _episode("d", (Outcome.PASSED, 2.0), (Outcome.HARNESS_ERROR, None))  # its first return is unknown
+    samples, stats = build_samples(EPISODES[:2] + [broken], ["g", "g", "g"], RewardConfig(),
+                                   AlgorithmConfig(advantage="rloo"))
+    assert (stats.samples, stats.turns) == (4, 6) and stats.kinds["harness_error"] == 1
