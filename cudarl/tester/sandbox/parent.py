@@ -207,7 +207,10 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
+    """The folder holding the ``cudarl`` package: first on the child's path, so its modules (and
+    a test's fixture modules) are found before any same-named package in site-packages (verl's
+    wheel installs a top-level ``tests``)."""
+    return str(Path(__file__).resolve().parents[3])
 
 
 @dataclass
