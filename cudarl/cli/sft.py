@@ -4,30 +4,17 @@ config file, any of them overridden with ``--set name=value``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 
-def _value(text: str) -> object:
-    """A ``--set`` value: JSON where it parses (numbers, true/false, lists), else the text itself."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _sft(args: argparse.Namespace) -> int:
-    from cudarl.config import ConfigError, load_config
+    from cudarl.cli.overrides import parse_overrides
+    from cudarl.config import load_config
     from cudarl.files import check_writable
 
     config = load_config(args.config).sft
-    changes = {}
-    for item in args.set or []:
-        name, separator, value = item.partition("=")
-        if not separator:
-            raise ConfigError(f"--set {item!r}: expected name=value (see `cudarl config`, section [sft])")
-        changes[name.strip()] = _value(value)
+    changes = parse_overrides(args.set, "name=value (see `cudarl config`, section [sft])")
     if args.model:
         changes["base_model"] = args.model
     if changes:

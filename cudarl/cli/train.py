@@ -11,17 +11,12 @@ from pathlib import Path
 
 
 def _train(args: argparse.Namespace) -> int:
-    from cudarl.cli.sft import _value
-    from cudarl.config import ConfigError, load_config
+    from cudarl.cli.overrides import parse_overrides
+    from cudarl.config import load_config
     from cudarl.files import check_writable
 
     config = load_config(args.config)
-    changes = {}
-    for item in args.set or []:
-        name, separator, value = item.partition("=")
-        if not separator or "." not in name:
-            raise ConfigError(f"--set {item!r}: expected table.name=value, e.g. train.steps=20 (see `cudarl config`)")
-        changes[name.strip()] = _value(value)
+    changes = parse_overrides(args.set, "table.name=value, e.g. train.steps=20 (see `cudarl config`)", dotted=True)
     if args.model:
         changes["train.model"] = args.model
     if changes:
