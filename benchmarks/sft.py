@@ -7,10 +7,14 @@ loaded by path, so the 4-bit arm quantizes at load like a real model). Run on a 
 
 Each arm trains through cudarl's own path (``cudarl.sft.train.train_role``: TRL's ``SFTTrainer``,
 peft LoRA rank 16 on every projection, gradient checkpointing, completion-only loss) on the same
-random token rows, in its own child process so its peak memory is its own. Tokens/s counts every
-token of every row over the trainer's ``train_runtime`` (first steps included); peak memory is
-``torch.cuda.max_memory_allocated``. Goal: QLoRA's peak at most half of bf16 LoRA's, at no worse
-than 60% of its tokens/s. Prints a table; writes ``benchmarks/results/sft-<date>-<gpu>.json``.
+random token rows, in its own child process so its peak memory is its own. Tokens/s is the steady
+rate: the tokens of the steps after the first ``--warmup-steps`` over the time they took (the first
+steps carry one-off costs: allocator growth, kernel selection); peak memory is
+``torch.cuda.max_memory_allocated``. Each arm prints a progress line per step, which this process
+reads as it comes: an arm cut by ``--arm-timeout`` still reports the steps it finished (marked
+``cut``), so a short budget yields figures rather than nothing. Goal: QLoRA's peak at most half of
+bf16 LoRA's, at no worse than 60% of its tokens/s. Prints a table; writes
+``benchmarks/results/sft-<date>-<gpu>.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,8 +56,37 @@ def build_folder(folder: Path, shape: dict) -> None:
     _tokenizer(folder)
 
 
+def _progress_callback():
+    """A trainer callback printing ``STEP <n> <seconds since training began> <peak GiB>`` per step."""
+    import torch
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else 0.0
+            print(f"STEP {state.global_step} {time.perf_counter() - self.started:.4f} {peak:.4f}", flush=True)
+
+    return Progress()
+
+
+def steady_rate(progress: list[tuple[int, float, float]], warmup: int, tokens_per_step: int) -> dict:
+    """Figures from an arm's progress lines (step, seconds, peak GiB): the steady tokens/s over the
+    steps after ``warmup`` (all steps where too few came after it), and the peak so far."""
+    if not progress:
+        return {}
+    base = next((p for p in progress if p[0] == warmup), None) if len(progress) > warmup + 1 else None
+    first_step, first_time = (base[0], base[1]) if base else (0, 0.0)
+    last_step, last_time, peak = progress[-1]
+    rate = (last_step - first_step) * tokens_per_step / (last_time - first_time) if last_time > first_time else None
+    return {"steps_done": last_step, "steady_from_step": first_step, "tokens_per_s": rate,
+            "peak_memory_gib": peak or None}
+
+
 def run_arm(folder: Path, quantization: str, steps: int, batch: int, seq: int, out: Path) -> dict:
-    """One arm in this (child) process: train, then the figures."""
+    """One arm in this (child) process: train (a progress line per step), then the figures."""
     import torch
     from transformers import AutoTokenizer
 
@@ -73,19 +107,57 @@ def run_arm(folder: Path, quantization: str, steps: int, batch: int, seq: int, o
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     result = train_role(config, "generator", SftData(train=rows), AutoTokenizer.from_pretrained(folder), out,
-                        device, progress_bars=False)
+                        device, progress_bars=False, callbacks=[_progress_callback()])
     wall = time.perf_counter() - started
     history = json.loads((out / "generator" / "loss.json").read_text())["log_history"]
     runtime = next(e["train_runtime"] for e in history if "train_runtime" in e)
     return {"quantization": quantization, "steps": result.steps, "tokens": steps * batch * seq,
-            "train_runtime_s": runtime, "wall_s": wall, "tokens_per_s": steps * batch * seq / runtime,
+            "train_runtime_s": runtime, "wall_s": wall, "tokens_per_s_all_steps": steps * batch * seq / runtime,
             "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
             "first_loss": result.first_loss, "last_loss": result.last_loss}
 
 
+def run_arm_child(command: list[str], timeout: float, warmup: int, tokens_per_step: int) -> dict:
+    """Run one arm's child, reading its progress lines as they come; on timeout, kill it and keep
+    what the finished steps measured."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    progress: list[tuple[int, float, float]] = []
+    found: list[str] = []
+    errors: list[str] = []
+    drain = threading.Thread(target=lambda: errors.extend(child.stderr), daemon=True)
+    drain.start()
+
+    def read() -> None:
+        for line in child.stdout:
+            if line.startswith("STEP "):
+                step, seconds, peak = line.split()[1:4]
+                progress.append((int(step), float(seconds), float(peak)))
+            elif line.startswith("ROW "):
+                found.append(line[4:])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        reader.join(5)
+        row = steady_rate(progress, warmup, tokens_per_step)
+        if not row:
+            return {"error": f"timed out after {timeout:.0f} s before its first step"}
+        return row | {"cut": f"timed out after {timeout:.0f} s"}
+    reader.join(5)
+    drain.join(5)
+    if child.returncode != 0 or not found:
+        return {"error": ("".join(errors) or "no result line")[-2000:]}
+    return steady_rate(progress, warmup, tokens_per_step) | json.loads(found[-1])  # the final peak wins
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup-steps", type=int, default=5, help="first steps left out of the steady rate")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--tiny", action="store_true", help="a tiny model (smoke run; on a CPU only the LoRA arm)")
@@ -112,26 +184,21 @@ def main() -> int:
         for name, quantization in arms.items():
             command = [sys.executable, __file__, "--arm", quantization, "--folder", str(folder), "--steps",
                        str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=args.arm_timeout)
-            except subprocess.TimeoutExpired:
-                rows.append({"arm": name, "error": f"timed out after {args.arm_timeout:.0f} s"})
-                continue
-            found = [line[4:] for line in done.stdout.splitlines() if line.startswith("ROW ")]
-            if done.returncode != 0 or not found:
-                rows.append({"arm": name, "error": (done.stderr or done.stdout)[-2000:]})
-                continue
-            rows.append({"arm": name} | json.loads(found[-1]))
+            print(f"{name}: running (at most {args.arm_timeout:.0f} s)", file=sys.stderr, flush=True)
+            row = run_arm_child(command, args.arm_timeout, args.warmup_steps, args.batch * args.seq)
+            rows.append({"arm": name} | row)
     for row in rows:
         if "error" in row:
             print(f"{row['arm']:42s} FAILED: {row['error'].strip().splitlines()[-1] if row['error'].strip() else ''}")
             continue
-        memory = f"{row['peak_memory_gib']:8.2f} GiB" if row["peak_memory_gib"] is not None else "     n/a"
-        print(f"{row['arm']:42s} tokens/s {row['tokens_per_s']:9.0f}  peak {memory}  "
-              f"loss {row['first_loss']:.3f} -> {row['last_loss']:.3f}")
+        memory = f"{row['peak_memory_gib']:8.2f} GiB" if row.get("peak_memory_gib") else "     n/a"
+        rate = f"{row['tokens_per_s']:9.0f}" if row.get("tokens_per_s") else "      n/a"
+        loss = (f"loss {row['first_loss']:.3f} -> {row['last_loss']:.3f}" if "first_loss" in row
+                else f"cut after step {row['steps_done']} ({row['cut']})")
+        print(f"{row['arm']:42s} tokens/s {rate}  peak {memory}  {loss}")
     ratios = {}
     by = {row["arm"]: row for row in rows if "error" not in row}
-    if len(by) == 2:
+    if len(by) == 2 and all(row.get("tokens_per_s") and row.get("peak_memory_gib") for row in by.values()):
         qlora, lora = by["QLoRA (NF4, double quant, bf16 compute)"], by["bf16 LoRA"]
         ratios = {"qlora_peak_vs_lora": qlora["peak_memory_gib"] / lora["peak_memory_gib"],
                   "qlora_tokens_per_s_vs_lora": qlora["tokens_per_s"] / lora["tokens_per_s"]}
@@ -140,7 +207,8 @@ def main() -> int:
     metadata = run_metadata(args.commit)
     out = Path(args.out or ROOT / "benchmarks" / "results" /
                f"sft-{datetime.now(UTC).date().isoformat()}-{(metadata['gpu'] or 'cpu').replace(' ', '-')}.json")
-    settings = {"steps": args.steps, "batch": args.batch, "seq": args.seq, "model_shape": shape, "lora_rank": 16,
+    settings = {"steps": args.steps, "warmup_steps": args.warmup_steps, "batch": args.batch, "seq": args.seq,
+                "model_shape": shape, "lora_rank": 16,
                 "gradient_checkpointing": True}
     out.write_text(json.dumps({"machine": metadata, "settings": settings, "rows": rows, "ratios": ratios}, indent=2))
     print(f"wrote {out}")

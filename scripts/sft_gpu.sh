@@ -6,7 +6,7 @@
 # without a network: copy the wheel there first), which this script installs into /tmp/bnbsite.
 set -uo pipefail
 out="${1:?usage: scripts/sft_gpu.sh OUT [SECONDS_IN_ALL] [COMMIT] [STEPS]}"
-budget="${2:-580}"; commit="${3:-}"; steps="${4:-200}"
+budget="${2:-580}"; commit="${3:-}"; steps="${4:-60}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 if ! python3 -c "import bitsandbytes" 2>/dev/null; then

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,8 +146,9 @@ def _check_resumable(checkpoints: Path, fingerprint: dict) -> str | None:
 
 
 def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path, device: str,
-               progress_bars: bool) -> RoleResult:
-    """Train one role's adapter; resumes from ``<out>/<role>/checkpoints`` when it holds one."""
+               progress_bars: bool, callbacks: Sequence = ()) -> RoleResult:
+    """Train one role's adapter; resumes from ``<out>/<role>/checkpoints`` when it holds one.
+    ``callbacks`` (transformers ``TrainerCallback``s) see every step: a benchmark's progress lines."""
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
@@ -176,7 +178,7 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
                       target_modules=list(config.target_modules), bias="none", task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=load_base_model(config, device), args=arguments, train_dataset=_dataset(train),
                          eval_dataset=_dataset(held_out) if held_out else None, processing_class=tokenizer,
-                         peft_config=lora)
+                         peft_config=lora, callbacks=list(callbacks) or None)
     trainer.train(resume_from_checkpoint=resume)
     step = trainer.state.global_step
     if held_out and not any("eval_loss" in e and e.get("step") == step for e in trainer.state.log_history):
