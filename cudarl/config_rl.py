@@ -129,3 +129,23 @@ class TrainConfig(_Section):
     """Adapters and the run's state are written every this many steps."""
     seed: int = Field(default=0, ge=0)
     """Seed of the rollouts' sampling (step by step) and of the task order."""
+    overlap: bool = False
+    """Roll out step n+1 while step n's update runs (one step off-policy: those samples come from
+    the weights before step n's update, and their version lag of 1 is logged). The step before a
+    checkpoint never overlaps, so a resumed run still matches an uninterrupted one."""
+    step_retries: int = Field(default=2, ge=0, le=10)
+    """Times a step's rollout is tried again after its judge or engine failed (a tester pool or
+    policy worker that died); the curriculum is put back as it was before the failed try."""
+    tensorboard: bool = False
+    """Also write each step's scalars as TensorBoard events under ``<out>/tensorboard``."""
+    wandb_project: str | None = None
+    """Also log each step's scalars to this Weights & Biases project (needs ``wandb`` and its login)."""
+
+    @model_validator(mode="after")
+    def _seeds_stay_apart(self) -> Self:
+        """Each step's sampling seeds span turns x episodes; past 65,536 they would reach the next step's."""
+        draws = (self.optimizer_turns + 1) * self.tasks_per_step * self.group_size
+        if draws > 65_536:
+            raise ValueError(f"(optimizer_turns + 1) x tasks_per_step x group_size is {draws}; at most 65,536 "
+                             "answers per step keep every answer's sampling seed its own")
+        return self

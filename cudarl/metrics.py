@@ -55,3 +55,31 @@ class GpuMetrics:
                                  "Share of the last sample period in which a kernel ran on the GPU (NVML).",
                                  tag_keys=("gpu", "node"))
         self.memory_used = Gauge("cudarl_gpu_memory_used_bytes", "GPU memory in use (NVML).", tag_keys=("gpu", "node"))
+
+
+class TrainMetrics:
+    """The RL run's per-step figures (recorded by the driver process of ``cudarl train``): the
+    last step's values as gauges, so a dashboard plots them over time."""
+
+    def __init__(self, run: str) -> None:
+        from ray.util.metrics import Gauge
+
+        def gauge(name: str, text: str, *keys: str) -> Gauge:
+            metric = Gauge(name, text, tag_keys=("run", *keys))
+            metric.set_default_tags({"run": run})
+            return metric
+
+        self.step = gauge("cudarl_train_step", "Steps finished.")
+        self.reward = gauge("cudarl_train_reward", "Mean reward of the step's counted turns.")
+        self.rate = gauge("cudarl_train_rate", "Share of the step's counted turns that passed (pass) or built "
+                          "(compile), over all tiers (tier=all) and per curriculum tier.", "kind", "tier")
+        self.speedup = gauge("cudarl_train_speedup", "Speedup of the step's correct turns (stat: mean, median).",
+                             "stat")
+        self.turns = gauge("cudarl_train_turns", "Mean turns per episode.")
+        self.tokens = gauge("cudarl_train_response_tokens", "Response tokens trained on in the step.")
+        self.seconds = gauge("cudarl_train_step_seconds", "Wall time of the step's phases (rollout: generation, "
+                             "judge, update, sync, step: the whole step).", "phase")
+        self.tier = gauge("cudarl_train_tier_level", "Curriculum tier the step sampled (0: the first).")
+        self.version = gauge("cudarl_train_weights_version", "Weights version after the step's update.")
+        self.version_lag = gauge("cudarl_train_version_lag", "Trainer version minus the oldest weights that "
+                                 "generated a sample of the step (1 when rollout overlaps the update).")

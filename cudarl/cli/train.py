@@ -23,6 +23,9 @@ def _train(args: argparse.Namespace) -> int:
         config = config.with_changes(changes)
     out = Path(args.out)
     check_writable(out / "steps.jsonl")
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from cudarl.pool.client import start_pool
     from cudarl.rl.driver import run_training
     from cudarl.tasks.builtin import load_suite
@@ -37,17 +40,36 @@ def _train(args: argparse.Namespace) -> int:
         return 2
     pool = start_pool(config, address=args.address)
 
+    console = Console(stderr=True)
+    bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, disable=not console.is_terminal)
+    steps = bars.add_task("starting: model, update workers", total=config.train.steps)
+
     def show(record) -> None:
         stats = record.stats
         speedup = f"{stats['median_speedup']:.2f}x" if stats["median_speedup"] else "-"
-        print(f"step {record.step + 1}/{config.train.steps} [{record.tier}] reward {stats['mean_reward']:+.3f} "
-              f"pass {stats['pass_rate']:.2f} compile {stats['compile_rate']:.2f} median speedup {speedup} "
-              f"turns {stats['mean_turns']:.1f} v{record.weights_version} {record.seconds['step']:.1f}s", flush=True)
+        seconds = record.seconds
+        line = (f"step {record.step + 1}/{config.train.steps} [{record.tier}] reward {stats['mean_reward']:+.3f} "
+                f"pass {stats['pass_rate']:.2f} compile {stats['compile_rate']:.2f} median speedup {speedup} "
+                f"turns {stats['mean_turns']:.1f} v{record.weights_version} lag {stats['version_lag']} "
+                f"{seconds['step']:.1f}s (rollout {seconds['rollout']:.1f} judge {seconds['judge']:.1f} "
+                f"update {seconds['update']:.1f} sync {seconds['sync']:.1f})")
+        bars.update(steps, completed=record.step + 1)
+        if console.is_terminal:
+            bars.console.print(line)
+        else:
+            print(line, flush=True)
+
+    def phase(step: int, name: str) -> None:
+        bars.update(steps, description=f"step {step + 1}: {name}")
 
     try:
-        run_training(config, out, tasks, pool.judge, progress=show, resume=args.resume)
+        with bars:
+            run_training(config, out, tasks, pool.judge, progress=show, resume=args.resume, on_phase=phase)
     except (ValueError, RuntimeError, OSError) as exc:  # OSError: a model or tokenizer that cannot be loaded
         print(f"cudarl train: {str(exc).splitlines()[0]}", file=sys.stderr)
+        if isinstance(exc, RuntimeError) and (out / "checkpoints").is_dir():
+            print(f"cudarl train: the checkpoints in {out} stay; continue with --resume", file=sys.stderr)
         return 2
     print(f"done: steps in {out / 'steps.jsonl'}, checkpoints in {out / 'checkpoints'}")
     return 0

@@ -85,12 +85,30 @@ def collate(samples: Sequence[TrainSample], pad_id: int) -> dict[str, torch.Tens
             "advantages": advantages}
 
 
+LOGPROB_CHUNK = 512
+"""Positions per chunk of ``token_logprobs``: its fp32 work tensors are (samples, chunk, vocab)."""
+
+
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    temperature: float = 1.0) -> torch.Tensor:
     """The model's log-prob of each next token, (samples, L - 1), in fp32, under the sampling
     ``temperature`` (the engine's log-probs are of the tempered distribution it sampled from,
     so the ratio must compare like with like)."""
     import torch
+    from torch.utils.checkpoint import checkpoint
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float() / temperature
-    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    targets = input_ids[:, 1:]
+
+    def chosen(piece: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:  # log_softmax(x)[t] = x[t] - logsumexp(x)
+        piece = piece.float() if temperature == 1.0 else piece.float() / temperature
+        return piece.gather(-1, wanted[..., None]).squeeze(-1) - torch.logsumexp(piece, dim=-1)
+
+    # Position chunks, each recomputed in the backward pass instead of kept: the fp32 copies of a
+    # (samples, L, vocab) logits tensor would otherwise all stay alive (about 10 GB at 4 x 4096
+    # positions and a 152k vocabulary); this way one chunk's is.
+    pieces = [checkpoint(chosen, logits[:, start:start + LOGPROB_CHUNK], targets[:, start:start + LOGPROB_CHUNK],
+                         use_reentrant=False) if torch.is_grad_enabled() else
+              chosen(logits[:, start:start + LOGPROB_CHUNK], targets[:, start:start + LOGPROB_CHUNK])
+              for start in range(0, targets.shape[1], LOGPROB_CHUNK)]
+    return torch.cat(pieces, dim=1)

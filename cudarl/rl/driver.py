@@ -3,58 +3,94 @@ engine, every candidate judged (the tester pool), rewards and advantages, one up
 update workers, the new adapters pushed to the engine and checked, a line of statistics.
 
 The engine runs in this process (the policy actors come with serving); the update workers are a
-Ray Train group (``group``); the judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl
+Ray Train group (``group``); the curriculum and the reward bookkeeping are actors
+(``actors/curriculum_controller.py``, ``actors/reward_aggregator.py``; trajectories reach the
+latter through the object store); the judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl
 train``). Every sample carries the weights version that generated it, and each step's sync is
 refused unless the engine reproduces the trainer's log-probs on a probe from that step's data.
 
-Covered: the loop, its log (``steps.jsonl``, one JSON object per step, written as each ends),
-checkpoints every ``checkpoint_every`` steps (the trainer's model and optimizer state through
-torch distributed checkpoint, each role's adapter as a peft folder, the curriculum, the step),
-each whole or absent, and ``resume``: from the last whole checkpoint, on the same seeds, to the
-state an uninterrupted run reaches. Not covered yet: overlapping rollout and update, metrics to
-Prometheus and TensorBoard, the policy actors, retrying a step whose workers died.
+Covered: the loop; with ``train.overlap``, step n+1's rollout running while step n's update runs
+(in a thread here; the workers are other processes), one step off-policy, its version lag logged;
+each step's record (``step_log``: ``steps.jsonl``, Prometheus, TensorBoard, W&B) with the step
+time split into rollout (generation), judge, update and sync; a rollout that meets a dead or
+silent Ray worker tried again (``train.step_retries``) from the curriculum's state before it;
+checkpoints every ``checkpoint_every`` steps (the trainer's model and optimizer state through torch
+distributed checkpoint, each role's adapter as a peft folder, the curriculum, the step), each whole
+or absent; and ``resume``: from the last whole checkpoint, on the same seeds, to the state an
+uninterrupted run reaches (a checkpoint's step never overlaps the next rollout, so this holds with
+overlap too). An update worker that dies fails the run with ``UpdateWorkersError``; ``--resume``
+continues it. Not covered: the policy actors (the engine is in this process), more than one step
+of lag.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cudarl.config import CudarlConfig
 from cudarl.rl.group import UpdateGroup
-from cudarl.rl.samples import build_samples
+from cudarl.rl.step_log import StepLog, StepRecord
 from cudarl.rl.update import UpdaterSpec
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
 from cudarl.rollout.episodes import EpisodeSettings, Judge, run_episodes
-from cudarl.tasks.curriculum import Curriculum
 from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Outcome
 
 ROLES = ("generator", "optimizer")
 PROBE_RESPONSE_TOKENS = 32
+MAY_CHANGE_ON_RESUME = ("steps", "step_retries", "tensorboard", "wandb_project")
+"""Settings a resumed run may change: none of them changes what the run computes."""
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    """One line of ``steps.jsonl``."""
+@dataclass
+class _Rollout:
+    """One step's judged episodes, ready for its update."""
 
     step: int
-    tier: str
-    weights_version: int  # after this step's update
-    stats: dict  # StepStats
-    update: dict  # the update workers' metrics
-    seconds: dict  # rollout, update, sync, step
-    sync_errors: dict  # adapter -> mean probe error
+    tier: str  # the curriculum tier when the step's tasks were drawn
+    trajectories: list
+    groups: list[str]
+    tiers: list[str]
+    seconds: dict  # rollout (generation, judge calls left out), judge
+    overlapped: bool
+    retries: int
+
+
+class _TimedJudge:
+    """The judge, with the seconds spent in it summed (the step's judge phase)."""
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge, self.seconds = judge, 0.0
+
+    def __call__(self, pairs):
+        started = time.perf_counter()
+        try:
+            return self.judge(pairs)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def _retryable(exc: BaseException) -> bool:
+    """A failure another try of the rollout may not meet: a Ray worker (tester pool, bench or
+    policy worker) that died or did not answer."""
+    import ray.exceptions
+
+    return isinstance(exc, ray.exceptions.RayError | TimeoutError | ConnectionError)
 
 
 def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judge,
-                 progress: Callable[[StepRecord], None] | None = None, resume: bool = False) -> list[StepRecord]:
+                 progress: Callable[[StepRecord], None] | None = None, resume: bool = False,
+                 on_phase: Callable[[int, str], None] | None = None) -> list[StepRecord]:
     """Run up to ``config.train.steps`` steps (with ``resume``: from the last whole checkpoint in
-    ``out``); the records of the steps run here, also appended to ``out/steps.jsonl``."""
+    ``out``); the records of the steps run here, also appended to ``out/steps.jsonl``.
+    ``on_phase(step, phase)`` hears each phase as it starts (rollout, update, sync, checkpoint)."""
     from transformers import AutoTokenizer
 
     from cudarl.rollout.chat import ChatTokens
@@ -68,7 +104,6 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     out.mkdir(parents=True, exist_ok=True)
     _check_same_run(out / "config.json", config, resume)
     tokenizer = AutoTokenizer.from_pretrained(train.model)
-    chat = ChatTokens(tokenizer)
     lora = None if train.full_finetune else LoraSettings(rank=train.lora_rank, alpha=train.lora_alpha)
     device = "cuda" if train.gpus_per_rank > 0 else "cpu"
     engine = load_engine(train.model, train.engine, train.dtype, device, lora=lora is not None)
@@ -79,12 +114,33 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
                        learning_rate=train.learning_rate, micro_batch=train.micro_batch, pad_id=pad_id,
                        dtype=train.dtype, temperature=train.temperature, seed=train.seed,
                        algorithm=config.algorithm)
-    curriculum = Curriculum(tasks, config.curriculum)
+    import ray
+
+    from actors.curriculum_controller import CurriculumControllerActor
+    from actors.reward_aggregator import RewardAggregatorActor
+
+    curriculum = CurriculumControllerActor.remote(tasks, config.curriculum)
+    aggregator = RewardAggregatorActor.remote(config.reward, config.algorithm)
+    try:
+        return _run_steps(config, out, engine, ChatTokens(tokenizer), spec, lora, _TimedJudge(judge), curriculum,
+                          aggregator, progress, resume, on_phase or (lambda step, phase: None))
+    finally:
+        for actor in (curriculum, aggregator):
+            ray.kill(actor)
+
+
+def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec, lora: LoraSettings | None,
+               judge: _TimedJudge, curriculum, aggregator, progress: Callable[[StepRecord], None] | None,
+               resume: bool, on_phase: Callable[[int, str], None]) -> list[StepRecord]:
+    """From the checkpoint (on resume) to the last step: the pipeline of rollouts and updates."""
+    import ray
+
+    train = config.train
     checkpoint = latest_checkpoint(out) if resume else None
     first_step = 0
     if checkpoint is not None:
         state = json.loads((checkpoint / "state.json").read_text())
-        curriculum.load_state_dict(state["curriculum"])
+        ray.get(curriculum.load_state_dict.remote(state["curriculum"]))
         first_step = state["step"]
         _restore_engine(engine, checkpoint, lora, state["weights_version"])
     if resume:
@@ -95,25 +151,139 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
         group.stop()
         raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
                            f"adapters {state['weights_version']}")
+    log = StepLog(out, ray.get(curriculum.tiers.remote()), tensorboard=train.tensorboard,
+                  wandb_project=train.wandb_project)
+    run = _Run(config, engine, chat, judge, curriculum, aggregator, group, lora, on_phase)
     records: list[StepRecord] = []
     try:
-        for step in range(first_step, train.steps):
-            staging = None
-            if (step + 1) % train.checkpoint_every == 0 or step + 1 == train.steps:
-                staging = out / "checkpoints" / f"step-{step + 1}.partial"
-                shutil.rmtree(staging, ignore_errors=True)
-                staging.mkdir(parents=True)
-            record, weights = _step(step, config, engine, chat, judge, curriculum, group, lora, staging)
-            records.append(record)
-            with (out / "steps.jsonl").open("a") as log:
-                log.write(json.dumps(asdict(record)) + "\n")
-            if progress:
-                progress(record)
-            if staging is not None:
-                _checkpoint(staging, weights, lora, curriculum, record)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudarl-update") as updates:
+            pending = run.rollout(first_step, overlapped=False) if first_step < train.steps else None
+            for step in range(first_step, train.steps):
+                ends_in_checkpoint = (step + 1) % train.checkpoint_every == 0 or step + 1 == train.steps
+                staging = _staging(out, step) if ends_in_checkpoint else None
+                rollout, pending = pending, None
+                update = updates.submit(run.update, rollout, staging)
+                if train.overlap and not ends_in_checkpoint:  # the next rollout on the weights before this update
+                    pending = run.rollout(step + 1, overlapped=True)
+                record, weights = run.sync(rollout, update.result(), run.last_record_end)
+                records.append(record)
+                log.write(record)
+                if progress:
+                    progress(record)
+                if staging is not None:
+                    run.on_phase(step, "checkpoint")
+                    _checkpoint(staging, weights, lora, ray.get(curriculum.state_dict.remote()), record)
+                if pending is None and step + 1 < train.steps:
+                    pending = run.rollout(step + 1, overlapped=False)
     finally:
+        log.close()
         group.stop()
     return records
+
+
+class _Run:
+    """The phases of a step over the run's engine, judge, update workers and two actors: the
+    ``CurriculumController`` (tasks, verdicts, state) and the ``RewardAggregator`` (samples)."""
+
+    def __init__(self, config: CudarlConfig, engine, chat, judge: _TimedJudge, curriculum, aggregator,
+                 group: UpdateGroup, lora: LoraSettings | None, on_phase: Callable[[int, str], None]) -> None:
+        self.config, self.engine, self.chat, self.judge = config, engine, chat, judge
+        self.curriculum, self.aggregator, self.group, self.lora = curriculum, aggregator, group, lora
+        self.on_phase = on_phase
+        self.last_record_end = time.perf_counter()
+
+    def rollout(self, step: int, overlapped: bool) -> _Rollout:
+        """Draw the step's tasks and run its episodes; a try that meets a dead or silent worker is
+        run again (up to ``train.step_retries`` times) from the curriculum's state before it."""
+        import ray
+
+        state = ray.get(self.curriculum.state_dict.remote())
+        retries = self.config.train.step_retries
+        for attempt in range(retries + 1):
+            try:
+                return self._rollout_once(step, overlapped, attempt)
+            except Exception as exc:
+                if not _retryable(exc) or attempt == retries:
+                    if _retryable(exc):
+                        raise RuntimeError(f"step {step + 1}: the rollout failed {attempt + 1} times; last: "
+                                           f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                                           ) from exc
+                    raise
+                print(f"step {step + 1}: rollout try {attempt + 1} failed ({type(exc).__name__}); trying again",
+                      file=sys.stderr, flush=True)
+                ray.get(self.curriculum.load_state_dict.remote(state))
+        raise AssertionError("unreachable")
+
+    def _rollout_once(self, step: int, overlapped: bool, retries: int) -> _Rollout:
+        train = self.config.train
+        self.on_phase(step, "rollout (overlapping the last update)" if overlapped else "rollout")
+        started, judged_before = time.perf_counter(), self.judge.seconds
+        import ray
+
+        tier, chosen = ray.get([self.curriculum.tier.remote(), self.curriculum.sample.remote(train.tasks_per_step)])
+        episodes = [(task, f"s{step}-t{index}-e{k}") for index, task in enumerate(chosen)
+                    for k in range(train.group_size)]
+        groups = [f"{step}:{index}" for index in range(len(chosen)) for _ in range(train.group_size)]
+        settings = EpisodeSettings(
+            optimizer_turns=train.optimizer_turns, target_speedup=train.target_speedup,
+            sampling=SamplingSettings(max_new_tokens=train.max_new_tokens, temperature=train.temperature,
+                                      seed=(train.seed * 1_000_003 + step) * 65_536),  # + turn x episodes + request
+            generator_adapter="generator" if self.lora else None,
+            optimizer_adapter="optimizer" if self.lora else None)
+        trajectories = run_episodes(self.engine, self.chat, self.judge, episodes, settings)
+        ray.get(self.curriculum.record_verdicts.remote(
+            [turn.verdict for trajectory in trajectories for turn in trajectory.turns
+             if Outcome(turn.verdict.outcome) != Outcome.HARNESS_ERROR]))
+        judged = self.judge.seconds - judged_before
+        return _Rollout(step=step, tier=tier, trajectories=trajectories, groups=groups,
+                        tiers=[task.tier for task, _ in episodes],
+                        seconds={"rollout": time.perf_counter() - started - judged, "judge": judged},
+                        overlapped=overlapped, retries=retries)
+
+    def update(self, rollout: _Rollout, staging: Path | None):
+        """Samples from the step's episodes and one update over them (run in a thread, so the next
+        rollout may go on meanwhile); the samples, their statistics, the result and its seconds."""
+        step = rollout.step
+        self.on_phase(step, "update")
+        started = time.perf_counter()
+        import ray
+
+        samples, stats = ray.get(self.aggregator.aggregate.remote(
+            ray.put(rollout.trajectories), rollout.groups, rollout.tiers, self.group.version))
+        if not samples:
+            raise RuntimeError(f"step {step + 1}: every turn ended in a harness error; nothing to learn from")
+        source = samples[0]
+        probe_ids = source.token_ids[:min(len(source.token_ids), source.prompt_length + PROBE_RESPONSE_TOKENS)]
+        result = self.group.update(step, samples, probe=(probe_ids, source.prompt_length),
+                                   save_to=str(staging / "trainer") if staging is not None else None)
+        return stats, (probe_ids, source.prompt_length), result, time.perf_counter() - started
+
+    def sync(self, rollout: _Rollout, updated, step_started: float) -> tuple[StepRecord, dict]:
+        """The update's weights into the engine, each adapter checked on the step's probe; the record."""
+        stats, (probe_ids, prompt_length), result, update_seconds = updated
+        self.on_phase(rollout.step, "sync")
+        started = time.perf_counter()
+        tolerance = 1e-3 if self.config.train.dtype == "float32" else 0.02
+        sync_errors = {}
+        for adapter, weights in result.weights.items():
+            probe = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
+            sync = self.engine.update_weights(weights, result.version, probe=probe, adapter=adapter)
+            sync_errors[str(adapter)] = sync.probe_mean_error
+        ended = time.perf_counter()
+        self.last_record_end = ended
+        record = StepRecord(step=rollout.step, tier=rollout.tier, weights_version=result.version,
+                            stats=asdict(stats), update=result.metrics, sync_errors=sync_errors,
+                            seconds=rollout.seconds | {"update": update_seconds, "sync": ended - started,
+                                                       "step": ended - step_started},
+                            overlapped=rollout.overlapped, retries=rollout.retries)
+        return record, result.weights
+
+
+def _staging(out: Path, step: int) -> Path:
+    staging = out / "checkpoints" / f"step-{step + 1}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -158,58 +328,19 @@ def _check_same_run(path: Path, config: CudarlConfig, resume: bool) -> None:
     settings = json.loads(config.model_dump_json())
     if resume and path.is_file():
         before = json.loads(path.read_text())
-        before.get("train", {}).pop("steps", None)
         now = json.loads(config.model_dump_json())
-        now["train"].pop("steps")
+        for name in MAY_CHANGE_ON_RESUME:
+            before.get("train", {}).pop(name, None)
+            now["train"].pop(name, None)
         if before != now:
             changed = sorted(key for key in set(before) | set(now) if before.get(key) != now.get(key))
             raise ValueError(f"{path}: the run was started with other settings (in {', '.join(changed)}); "
-                             "resume it with the same ones (only train.steps may change)")
+                             f"resume it with the same ones (only train.{', train.'.join(MAY_CHANGE_ON_RESUME)} "
+                             "may change)")
     path.write_text(json.dumps(settings, indent=2))
 
 
-def _step(step: int, config: CudarlConfig, engine, chat, judge: Judge, curriculum: Curriculum, group: UpdateGroup,
-          lora: LoraSettings | None, staging: Path | None) -> tuple[StepRecord, dict]:
-    train = config.train
-    started = time.perf_counter()
-    chosen = curriculum.sample(train.tasks_per_step)
-    episodes = [(task, f"s{step}-t{index}-e{k}") for index, task in enumerate(chosen) for k in range(train.group_size)]
-    groups = [f"{step}:{index}" for index in range(len(chosen)) for _ in range(train.group_size)]
-    settings = EpisodeSettings(
-        optimizer_turns=train.optimizer_turns, target_speedup=train.target_speedup,
-        sampling=SamplingSettings(max_new_tokens=train.max_new_tokens, temperature=train.temperature,
-                                  seed=(train.seed * 1_000_003 + step) * 65_536),  # engines add the request index
-        generator_adapter="generator" if lora else None, optimizer_adapter="optimizer" if lora else None)
-    trajectories = run_episodes(engine, chat, judge, episodes, settings)
-    for trajectory in trajectories:
-        for turn in trajectory.turns:
-            if Outcome(turn.verdict.outcome) != Outcome.HARNESS_ERROR:
-                curriculum.record_verdict(turn.verdict)
-    rolled_out = time.perf_counter()
-    samples, stats = build_samples(trajectories, groups, config.reward, config.algorithm, trainer_version=group.version)
-    if not samples:
-        raise RuntimeError(f"step {step}: every turn ended in a harness error; nothing to learn from")
-    probe_source = samples[0]
-    probe_length = min(len(probe_source.token_ids), probe_source.prompt_length + PROBE_RESPONSE_TOKENS)
-    probe_ids = probe_source.token_ids[:probe_length]
-    result = group.update(step, samples, probe=(probe_ids, probe_source.prompt_length),
-                          save_to=str(staging / "trainer") if staging is not None else None)
-    updated = time.perf_counter()
-    tolerance = 1e-3 if train.dtype == "float32" else 0.02
-    sync_errors = {}
-    for adapter, weights in result.weights.items():
-        probe = Probe(probe_ids, probe_source.prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
-        sync = engine.update_weights(weights, result.version, probe=probe, adapter=adapter)
-        sync_errors[str(adapter)] = sync.probe_mean_error
-    synced = time.perf_counter()
-    record = StepRecord(step=step, tier=curriculum.tier, weights_version=result.version, stats=asdict(stats),
-                        update=result.metrics, sync_errors=sync_errors,
-                        seconds={"rollout": rolled_out - started, "update": updated - rolled_out,
-                                 "sync": synced - updated, "step": synced - started})
-    return record, result.weights
-
-
-def _checkpoint(staging: Path, weights: dict, lora: LoraSettings | None, curriculum: Curriculum,
+def _checkpoint(staging: Path, weights: dict, lora: LoraSettings | None, curriculum: dict,
                 record: StepRecord) -> None:
     """Complete a checkpoint the trainer wrote its state into (``staging/trainer``): the trained
     weights (each role's adapter as a peft folder, which policies load; or the whole model's
@@ -224,7 +355,7 @@ def _checkpoint(staging: Path, weights: dict, lora: LoraSettings | None, curricu
 
         save_file({k: v.contiguous() for k, v in weights[None].items()}, str(staging / "model.safetensors"))
     (staging / "state.json").write_text(json.dumps({"step": record.step + 1, "weights_version": record.weights_version,
-                                                    "curriculum": curriculum.state_dict()}, indent=2))
+                                                    "curriculum": curriculum}, indent=2))
     folder = staging.with_name(staging.name.removesuffix(".partial"))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -5,8 +5,10 @@
 also watches that thread, so a worker that dies surfaces as ``UpdateWorkersError`` with Ray's
 reason, never as a hang. CPU workers use gloo; GPU workers NCCL (Ray Train picks the backend).
 
-Covered: start, one update, stop. Not covered: checkpoints (the driver), placement (the caller
-sizes ``cpus_per_rank`` and ``gpus_per_rank`` so that the policies and bench workers still fit).
+Covered: start (refused at once, with the numbers, when the cluster's free resources cannot hold
+the workers: Ray Train would otherwise wait forever), one update, stop. Not covered: checkpoints
+(the driver), placement (the caller sizes ``cpus_per_rank`` and ``gpus_per_rank`` so that the
+policies and bench workers still fit).
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ class UpdateWorkersError(RuntimeError):
     """The update workers stopped or did not answer in time."""
 
 
+def check_fits(ranks: int, resources: dict[str, float], free: dict[str, float]) -> None:
+    """Refuse, with the numbers, update workers the cluster's free resources cannot hold: Ray Train
+    would wait for them forever (an actor that holds the GPU they need never lets it go)."""
+    short = {name: (ranks * amount, free.get(name, 0.0)) for name, amount in resources.items()
+             if amount and ranks * amount > free.get(name, 0.0) + 1e-9}
+    if short:
+        needs = ", ".join(f"{need:g} {name} ({ranks} x {resources[name]:g})" for name, (need, _) in short.items())
+        has = ", ".join(f"{have:g} {name}" for name, (_, have) in short.items())
+        raise UpdateWorkersError(f"the update workers need {needs} but the cluster has {has} free (the tester pool "
+                                 "and other actors hold the rest): lower train.ranks or train.gpus_per_rank, "
+                                 "or give the cluster more")
+
+
 class UpdateGroup:
     def __init__(self, spec: UpdaterSpec, ranks: int = 1, cpus_per_rank: float = 1.0, gpus_per_rank: float = 0.0,
                  start_timeout_s: float = 600.0, storage_path: str | None = None,
@@ -57,9 +72,12 @@ class UpdateGroup:
         if ranks < 1:
             raise ValueError(f"ranks must be at least 1, got {ranks}")
         self.ranks, self.spec = ranks, spec
+        import ray
+
+        resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
+        check_fits(ranks, resources, ray.available_resources())
         self.inboxes = [Queue(actor_options={"num_cpus": 0}) for _ in range(ranks)]
         self.outbox = Queue(actor_options={"num_cpus": 0})
-        resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
         self._trainer = TorchTrainer(
             train_loop_per_worker,
             train_loop_config={"spec": spec, "inboxes": self.inboxes, "outbox": self.outbox,

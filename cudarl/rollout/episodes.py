@@ -19,7 +19,7 @@ adapter and weights version. Not covered: rewards (``cudarl.reward``), the polic
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from cudarl.agents.feedback import feedback_text
@@ -87,7 +87,10 @@ def run_episodes(engine: RolloutEngine, chat: ChatTokens, judge: Judge, tasks: S
         if not active:
             break
         adapter = settings.generator_adapter if turn == 0 else settings.optimizer_adapter
-        generations = engine.generate([e.prompt_ids for e in active], settings.sampling, adapter=adapter)
+        sampling = settings.sampling
+        if sampling.seed is not None:  # each turn its own draws (engines add the request index)
+            sampling = replace(sampling, seed=sampling.seed + turn * len(episodes))
+        generations = engine.generate([e.prompt_ids for e in active], sampling, adapter=adapter)
         verdicts = _judge_turn(active, generations, chat, judge, turn)
         for episode, generation, (verdict, parsed, candidate_hash) in zip(active, generations, verdicts):
             _record(episode, generation, verdict, parsed, candidate_hash, turn)

@@ -1,9 +1,10 @@
 """The RL run end to end on a CPU with real parts: a tiny model trained here to answer the task
 with an honest nvrtc kernel, saved with its tokenizer and loaded by path, the real episode loop,
 a real tester pool on a local Ray (compile-only verdicts: no GPU), rewards, GRPO advantages,
-Ray Train update workers, verified syncs, the step log and checkpoints; then a run stopped after
-two steps and resumed (with a half-written checkpoint left behind, as a kill leaves it) ends in
-exactly the state of the uninterrupted run."""
+Ray Train update workers, verified syncs, overlapped rollouts (step n+1 during step n's update),
+a rollout whose judge timed out tried again, the step log (JSONL, TensorBoard, Prometheus) and
+checkpoints; then a run stopped after two steps and resumed (with a half-written checkpoint left
+behind, as a kill leaves it) ends in exactly the state of the uninterrupted run."""
 
 from __future__ import annotations
 
@@ -22,9 +23,25 @@ ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
           + suite_solutions({"vector_add"}, form="nvrtc")[0].source + "```\n")
 
 
+METRICS_PORT = 18_391
+
+
+def _scrape(metric: str, **labels: str) -> float | None:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(metric + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
 @pytest.mark.slow
 def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
+    import time
+
     import ray
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from transformers import AutoTokenizer
 
     from cudarl.config import CudarlConfig
@@ -41,40 +58,79 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
     config = CudarlConfig.model_validate({
         "tester": {"compile": {"mode": "kernel"}},
         "pool": {"min_compile_workers": 1, "max_compile_workers": 1},
-        "train": {"model": str(tmp_path / "model"), "engine": "hf", "steps": 3, "tasks_per_step": 1,
+        "train": {"model": str(tmp_path / "model"), "engine": "hf", "steps": 4, "tasks_per_step": 1,
                   "group_size": 2, "optimizer_turns": 1, "max_new_tokens": 400, "temperature": 0.1,
-                  "lora_rank": 4, "lora_alpha": 8, "learning_rate": 1e-3, "checkpoint_every": 1},
+                  "lora_rank": 4, "lora_alpha": 8, "learning_rate": 1e-3, "checkpoint_every": 2,
+                  "overlap": True, "tensorboard": True},
         "curriculum": {"tiers": ["easy"]}})
     stopped = tmp_path / "stopped"
+    phases: list[tuple[int, str]] = []
+    fail_next = {"judge": False}
+
+    def judge(pairs):  # step 2's first judge call times out for real (no wait at all), once
+        if fail_next["judge"]:
+            fail_next["judge"] = False
+            return pool.judge(pairs, timeout_s=0)
+        return pool.judge(pairs)
+
+    def on_phase(step: int, phase: str) -> None:
+        phases.append((step, phase))
+        if (step, phase) == (1, "rollout (overlapping the last update)") and not any(s == 1 for s, _ in phases[:-1]):
+            fail_next["judge"] = True
+
     try:
-        pool = start_pool(config, num_cpus=3)
-        records = run_training(config, tmp_path / "run", [TASK], pool.judge)
+        ray.init(num_cpus=3, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
+                 logging_level="WARNING")
+        pool = start_pool(config)
+        records = run_training(config, tmp_path / "run", [TASK], judge, on_phase=on_phase)
+        deadline = time.monotonic() + 60  # Ray's metrics agent exports every few seconds
+        while _scrape("ray_cudarl_train_step", run="run") != 4 and time.monotonic() < deadline:
+            time.sleep(2)
+        exported = {name: _scrape(f"ray_cudarl_train_{name}", run="run")
+                    for name in ("step", "weights_version", "version_lag", "reward")}
+        exported["rate"] = _scrape("ray_cudarl_train_rate", run="run", kind="compile", tier="easy")
+        exported["seconds"] = _scrape("ray_cudarl_train_step_seconds", run="run", phase="judge")
         run_training(config.with_changes({"train.steps": 2}), stopped, [TASK], pool.judge)
-        (stopped / "checkpoints" / "step-3.partial" / "trainer").mkdir(parents=True)  # a kill mid-checkpoint
+        (stopped / "checkpoints" / "step-4.partial" / "trainer").mkdir(parents=True)  # a kill mid-checkpoint
         resumed = run_training(config, stopped, [TASK], pool.judge, resume=True)
     finally:
         ray.shutdown()
     lines = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in lines] == [0, 1, 2] and [r.weights_version for r in records] == [1, 2, 3]
+    assert [line["step"] for line in lines] == [0, 1, 2, 3] and [r.weights_version for r in records] == [1, 2, 3, 4]
     for line in lines:
         stats = line["stats"]
         assert stats["episodes"] == 2 and stats["turns"] >= 2 and stats["samples"] >= 2
         assert stats["kinds"].get("compiled_only", 0) >= 1  # the memorized kernel reached the pool and built
         assert all(error < 1e-3 for error in line["sync_errors"].values())  # both adapters checked
         assert set(line["sync_errors"]) == {"generator", "optimizer"}
-        assert stats["version_lag"] == 0  # on-policy: every sample came from the weights of the step before
-    state = json.loads((tmp_path / "run" / "checkpoints" / "step-3" / "state.json").read_text())
-    assert (state["step"], state["weights_version"]) == (3, 3)
+        assert set(line["seconds"]) == {"rollout", "judge", "update", "sync", "step"}
+        assert stats["by_tier"]["easy"]["compile_rate"] == stats["compile_rate"]
+    # steps 1 and 3 were rolled out during the update before them, on the weights before it; a
+    # checkpoint's step (2, 4) never overlaps the next rollout, so step 2 is on-policy again
+    assert [(line["overlapped"], line["stats"]["version_lag"]) for line in lines] == [
+        (False, 0), (True, 1), (False, 0), (True, 1)]
+    assert [line["retries"] for line in lines] == [0, 1, 0, 0]  # step 2's first try met the timeout
+    assert phases.count((1, "rollout (overlapping the last update)")) == 2
+    state = json.loads((tmp_path / "run" / "checkpoints" / "step-4" / "state.json").read_text())
+    assert (state["step"], state["weights_version"]) == (4, 4)
+    assert exported["step"] == 4 and exported["weights_version"] == 4 and exported["version_lag"] == 1
+    assert exported["reward"] == pytest.approx(lines[-1]["stats"]["mean_reward"])
+    assert exported["rate"] == pytest.approx(lines[-1]["stats"]["compile_rate"])
+    assert exported["seconds"] == pytest.approx(lines[-1]["seconds"]["judge"], rel=1e-3)
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward/mean")] == [1, 2, 3, 4]
 
-    # the resumed run ran step 2 alone, from the step-2 checkpoint, and ends where the whole run did
-    assert [(r.step, r.weights_version) for r in resumed] == [(2, 3)]
+    # the resumed run ran steps 2 and 3 alone, from the step-2 checkpoint, and ends where the whole run did
+    assert [(r.step, r.weights_version) for r in resumed] == [(2, 3), (3, 4)]
     resumed_lines = [json.loads(line) for line in (stopped / "steps.jsonl").read_text().splitlines()]
-    assert [line["step"] for line in resumed_lines] == [0, 1, 2]
+    assert [line["step"] for line in resumed_lines] == [0, 1, 2, 3]
     for whole, again in zip(lines, resumed_lines):
-        assert (whole["stats"], whole["update"]) == (again["stats"], again["update"])
+        assert (whole["stats"], whole["update"], whole["overlapped"]) == (
+            again["stats"], again["update"], again["overlapped"])
     for role in ("generator", "optimizer"):
-        settings, expected = read_adapter_folder(tmp_path / "run" / "checkpoints" / "step-3" / role)
-        _, got = read_adapter_folder(stopped / "checkpoints" / "step-3" / role)
+        settings, expected = read_adapter_folder(tmp_path / "run" / "checkpoints" / "step-4" / role)
+        _, got = read_adapter_folder(stopped / "checkpoints" / "step-4" / role)
         assert settings.rank == 4 and expected.keys() == got.keys()
         assert all(torch.equal(expected[name], got[name]) for name in expected), role
-    assert not (stopped / "checkpoints" / "step-3.partial").exists()
+    assert not (stopped / "checkpoints" / "step-4.partial").exists()

@@ -60,3 +60,12 @@ def test_an_episode_with_a_tester_failure_is_left_out_whole():
     samples, stats = build_samples(EPISODES[:2] + [broken], ["g", "g", "g"], RewardConfig(),
                                    AlgorithmConfig(advantage="rloo"))
     assert (stats.samples, stats.turns) == (4, 6) and stats.kinds["harness_error"] == 1
+
+
+def test_pass_and_compile_rates_per_tier():
+    _, stats = build_samples(EPISODES, GROUPS, RewardConfig(), AlgorithmConfig(), tiers=["easy", "medium", "easy"])
+    # easy: episode a (passed, incorrect: both built); medium: episode b (compile error, passed)
+    assert stats.by_tier == {"easy": {"turns": 2, "pass_rate": 0.5, "compile_rate": 1.0},
+                             "medium": {"turns": 2, "pass_rate": 0.5, "compile_rate": 0.5}}
+    with pytest.raises(ValueError, match="3 trajectories but 3 group ids and 2 tiers"):
+        build_samples(EPISODES, GROUPS, RewardConfig(), AlgorithmConfig(), tiers=["easy", "easy"])
