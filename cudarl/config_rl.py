@@ -129,6 +129,11 @@ class TrainConfig(_Section):
     """Adapters and the run's state are written every this many steps."""
     seed: int = Field(default=0, ge=0)
     """Seed of the rollouts' sampling (step by step) and of the task order."""
+    vllm_gpu_memory: float = Field(default=0.4, ge=0.05, le=0.98)
+    """Share of the GPU the vLLM engine takes (weights and KV cache); the rest is for the update
+    workers and the bench workers on the same GPU."""
+    vllm_enforce_eager: bool = False
+    """Start vLLM without CUDA graphs or compilation (seconds instead of minutes; slower decoding)."""
     overlap: bool = False
     """Roll out step n+1 while step n's update runs (one step off-policy: those samples come from
     the weights before step n's update, and their version lag of 1 is logged). The step before a

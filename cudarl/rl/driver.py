@@ -106,7 +106,10 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     tokenizer = AutoTokenizer.from_pretrained(train.model)
     lora = None if train.full_finetune else LoraSettings(rank=train.lora_rank, alpha=train.lora_alpha)
     device = "cuda" if train.gpus_per_rank > 0 else "cpu"
-    engine = load_engine(train.model, train.engine, train.dtype, device, lora=lora is not None)
+    engine = load_engine(train.model, train.engine, train.dtype, device, lora=lora is not None,
+                         vllm_settings={"gpu_memory_utilization": train.vllm_gpu_memory,
+                                        "enforce_eager": train.vllm_enforce_eager,
+                                        "max_lora_rank": _vllm_lora_rank(train.lora_rank)})
     for role in ROLES if lora else ():
         engine.add_adapter(role, lora)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -284,6 +287,14 @@ def _staging(out: Path, step: int) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     return staging
+
+
+def _vllm_lora_rank(rank: int) -> int:
+    """The smallest adapter-rank ceiling vLLM accepts that holds ``rank`` (vLLM sizes its adapter
+    buffers by it)."""
+    from cudarl.rollout.vllm_engine import LORA_RANKS
+
+    return min((r for r in LORA_RANKS if r >= rank), default=max(LORA_RANKS))
 
 
 def latest_checkpoint(out: Path) -> Path | None:
