@@ -39,11 +39,12 @@ def refuse_mismatched(weights: Mapping[str, torch.Tensor], targets: Mapping[str,
     unknown = [key for key in weights if key not in targets]
     if unknown:
         raise WeightSyncError(f"{len(unknown)} of {len(weights)} tensors name nothing in {owner} "
-                              f"(first: {unknown[0]!r}{unknown_hint}); nothing was loaded")
+                              f"(first: {unknown[0]!r}{unknown_hint}); nothing was loaded", nothing_loaded=True)
     wrong = [key for key, tensor in weights.items() if tuple(tensor.shape) != tuple(targets[key].shape)]
     if wrong:
         raise WeightSyncError(f"{wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, where {owner} has "
-                              f"{tuple(targets[wrong[0]].shape)}{shape_hint}; nothing was loaded")
+                              f"{tuple(targets[wrong[0]].shape)}{shape_hint}; nothing was loaded",
+                              nothing_loaded=True)
 
 
 class AdapterSet:
@@ -105,14 +106,15 @@ class AdapterSet:
         from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
         if name not in self.names:
-            raise WeightSyncError(f"no adapter {name!r} to update (have: {', '.join(self.names) or 'none'})")
+            raise WeightSyncError(f"no adapter {name!r} to update (have: {', '.join(self.names) or 'none'})",
+                                  nothing_loaded=True)
         current = get_peft_model_state_dict(self.peft, adapter_name=name)
         refuse_mismatched(weights, current, f"adapter {name!r}",
                           unknown_hint=": base weights or another model's adapter?", shape_hint=" (another rank?)")
         missing = [key for key in current if key not in weights]
         if missing:
             raise WeightSyncError(f"the update lacks {len(missing)} of adapter {name!r}'s {len(current)} tensors "
-                                  f"(first: {missing[0]!r}); nothing was loaded")
+                                  f"(first: {missing[0]!r}); nothing was loaded", nothing_loaded=True)
         incoming = {key: tensor.to(device=current[key].device, dtype=current[key].dtype)
                     for key, tensor in weights.items()}
         with torch.no_grad():
@@ -134,7 +136,7 @@ def check_adapter_tensors(weights: Mapping[str, torch.Tensor], settings: LoraSet
     before an engine that reads adapters from files gets them: base weights written as an
     adapter would load as nothing, or as another rank, silently."""
     if not weights:
-        raise WeightSyncError("an adapter update with no tensors")
+        raise WeightSyncError("an adapter update with no tensors", nothing_loaded=True)
     for key, tensor in weights.items():
         if key.endswith(".lora_A.weight"):
             rank = tensor.shape[0]
@@ -142,14 +144,14 @@ def check_adapter_tensors(weights: Mapping[str, torch.Tensor], settings: LoraSet
             rank = tensor.shape[-1]
         else:
             raise WeightSyncError(f"{key!r} is not a LoRA tensor (peft's ...lora_A.weight / ...lora_B.weight): "
-                                  "base weights or another format?; nothing was loaded")
+                                  "base weights or another format?; nothing was loaded", nothing_loaded=True)
         if rank != settings.rank or tensor.dim() != 2:
             raise WeightSyncError(f"{key!r} has shape {tuple(tensor.shape)}: not rank {settings.rank} "
-                                  "(another rank?); nothing was loaded")
+                                  "(another rank?); nothing was loaded", nothing_loaded=True)
         module = key.rsplit(".lora_", 1)[0].rsplit(".", 1)[-1]
         if module not in settings.target_modules:
             raise WeightSyncError(f"{key!r} adapts {module!r}, which the adapter's target modules "
-                                  f"({', '.join(settings.target_modules)}) do not name")
+                                  f"({', '.join(settings.target_modules)}) do not name", nothing_loaded=True)
 
 
 def save_adapter_folder(weights: Mapping[str, torch.Tensor], settings: LoraSettings, folder: Path) -> Path:

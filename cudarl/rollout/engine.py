@@ -109,7 +109,12 @@ class LoraSettings:
 
 class WeightSyncError(RuntimeError):
     """A weight update that did not take effect (or took the wrong weights): training on samples
-    from stale weights must stop, loudly."""
+    from stale weights must stop, loudly. ``nothing_loaded``: refused before any tensor was
+    copied, so the engine's weights are as they were."""
+
+    def __init__(self, message: str, nothing_loaded: bool = False) -> None:
+        super().__init__(message)
+        self.nothing_loaded = nothing_loaded
 
 
 @runtime_checkable
@@ -182,7 +187,8 @@ class WeightVersions:
     def update(self, engine: RolloutEngine, weights: Mapping, version: int, probe: Probe | None,
                adapter: str | None, load: Callable[[], int]) -> WeightSync:
         """Check the version and the tensors' presence, ``load()`` them (returns how many), move
-        the version, check the probe (a failure leaves the weights unusable until a good update)."""
+        the version, check the probe (a failure, or a load that stopped part-way, leaves the
+        weights unusable until a good update)."""
         started = time.perf_counter()
         current = self.of(adapter)
         if version <= current:
@@ -190,7 +196,13 @@ class WeightVersions:
                                   + (f" for adapter {adapter!r}" if adapter else ""))
         if not weights:
             raise WeightSyncError("an update with no tensors")
-        count = load()
+        try:
+            count = load()
+        except Exception as exc:  # a load that stopped part-way leaves weights no version describes
+            if not getattr(exc, "nothing_loaded", False):
+                self._unverified[adapter] = (f"the update to version {version} failed while loading, its weights "
+                                             f"may be partly replaced ({type(exc).__name__}: {exc})")
+            raise
         self._versions[adapter] = version
         try:
             largest, mean = check_probe(engine, probe, adapter) if probe is not None else (None, None)

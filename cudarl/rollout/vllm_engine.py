@@ -231,7 +231,8 @@ class VLLMEngine:
         lora_id, self._next_lora_id = self._next_lora_id, self._next_lora_id + 1
         engine = self.llm.llm_engine
         if not engine.add_lora(LoRARequest(f"{name}-v{version}", lora_id, str(folder))):
-            raise WeightSyncError(f"vLLM did not load adapter {name!r} version {version} from {folder}")
+            raise WeightSyncError(f"vLLM did not load adapter {name!r} version {version} from {folder}",
+                                  nothing_loaded=True)  # the previous adapter stays registered
         previous = state.lora_id
         if previous is not None:
             engine.remove_lora(previous)
@@ -253,7 +254,8 @@ class VLLMEngine:
     def _load_base(self, weights: Mapping[str, torch.Tensor]) -> int:
         if self.lora_enabled:
             raise WeightSyncError("full weight updates are refused while LoRA is enabled: vLLM renames the "
-                                  "adapted layers and would skip their weights silently; update the adapters")
+                                  "adapted layers and would skip their weights silently; update the adapters",
+                                  nothing_loaded=True)
         named = [(name, tensor) for name, tensor in weights.items()]
 
         def load(worker, tensors):

@@ -204,3 +204,14 @@ def test_vllm_settings_are_checked_without_vllm():
                          ({"max_loras": 0}, "max_loras"), ({"max_model_len": 8}, "max_model_len")):
         with pytest.raises(ValueError, match=message):
             VLLMSettings(**bad)
+
+
+def test_an_update_that_stops_part_way_leaves_the_engine_refusing_to_generate(engine, tokenizer):
+    weights = tiny_model(tokenizer, seed=1).state_dict()
+    weights["lm_head.weight"] = torch.full_like(weights["lm_head.weight"], float("nan"))  # a trainer gone wrong
+    with pytest.raises(WeightSyncError, match="read back different"):  # copied, then caught on the read-back
+        engine.update_weights(weights, version=1)
+    with pytest.raises(WeightSyncError, match="refusing to generate: the update to version 1 failed while loading"):
+        engine.generate(_prompts(tokenizer), SamplingSettings(max_new_tokens=2))
+    sync = engine.update_weights(tiny_model(tokenizer, seed=1).state_dict(), version=2)  # a good update heals it
+    assert sync.version == 2 and engine.generate(_prompts(tokenizer), SamplingSettings(max_new_tokens=2))
