@@ -47,6 +47,13 @@ class TrainSample:
         return len(self.token_ids) - self.prompt_length
 
 
+def sample_from_generation(generation, advantage: float) -> TrainSample:
+    """A single-turn sample: the engine's own prompt and response ids, log-probs, version and adapter."""
+    return TrainSample(token_ids=tuple(generation.prompt_ids) + tuple(generation.token_ids),
+                       prompt_length=len(generation.prompt_ids), old_logprobs=tuple(generation.logprobs),
+                       advantage=advantage, weights_version=generation.weights_version, adapter=generation.adapter)
+
+
 def batch_counts(samples: Sequence[TrainSample], ranks: int = 1) -> BatchCounts:
     """The step's global counts (every rank's loss divides by these)."""
     return BatchCounts(tokens=sum(s.response_length for s in samples), sequences=len(samples), ranks=ranks)

@@ -206,12 +206,12 @@ class _Run:
             try:
                 return self._rollout_once(step, overlapped, attempt)
             except Exception as exc:
-                if not _retryable(exc) or attempt == retries:
-                    if _retryable(exc):
-                        raise RuntimeError(f"step {step + 1}: the rollout failed {attempt + 1} times; last: "
-                                           f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                                           ) from exc
+                if not _retryable(exc):
                     raise
+                if attempt == retries:
+                    first_line = str(exc).splitlines()[0] if str(exc) else ""
+                    raise RuntimeError(f"step {step + 1}: the rollout failed {attempt + 1} times; last: "
+                                       f"{type(exc).__name__}: {first_line}") from exc
                 print(f"step {step + 1}: rollout try {attempt + 1} failed ({type(exc).__name__}); trying again",
                       file=sys.stderr, flush=True)
                 ray.get(self.curriculum.load_state_dict.remote(state))

@@ -126,3 +126,16 @@ class UpdateGroup:
         for inbox in self.inboxes:
             inbox.put(None)
         self._thread.join(timeout_s)
+
+
+def update_and_sync(group: UpdateGroup, engine, step: int, samples: Sequence[TrainSample], probe_ids: tuple[int, ...],
+                    prompt_length: int, adapter: str, tolerance: float):
+    """One update of a single-adapter loop, then its weights into ``engine``, checked on the probe
+    (``WeightSyncError`` if the engine does not reproduce the trainer's log-probs); the update's
+    result and the sync."""
+    from cudarl.rollout.engine import Probe
+
+    result = group.update(step, samples, probe=(probe_ids, prompt_length))
+    probe = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
+    sync = engine.update_weights(result.weights[adapter], result.version, adapter=adapter, probe=probe)
+    return result, sync

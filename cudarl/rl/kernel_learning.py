@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field
 from cudarl.config_rl import AlgorithmConfig, RewardConfig
 from cudarl.reward import turn_reward
 from cudarl.rl.advantages import compute_advantages
-from cudarl.rl.batch import TrainSample
+from cudarl.rl.batch import sample_from_generation
 from cudarl.rl.kernel_choices import TASKS, choices, decode, render
-from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
+from cudarl.rollout.engine import LoraSettings, SamplingSettings
 from cudarl.rollout.episodes import Judge
 from cudarl.tasks.task import Task
 from cudarl.tester.verdict import Verdict
@@ -197,7 +197,7 @@ def train_kernel_choices(
 ) -> list[KernelStep]:
     """Run the loop; one ``KernelStep`` per step. ``tasks``: at least ``settings.tasks`` by id
     (``cudarl.tasks.builtin.load_suite``). Ray must be running (the update workers are actors)."""
-    from cudarl.rl.group import UpdateGroup
+    from cudarl.rl.group import UpdateGroup, update_and_sync
     from cudarl.rl.update import UpdaterSpec
     from cudarl.rollout.loading import load_engine
 
@@ -249,28 +249,11 @@ def train_kernel_choices(
                 [0] * len(kept),
                 settings.advantage,
             ).values
-            samples = [
-                TrainSample(
-                    token_ids=generations[i].prompt_ids + generations[i].token_ids,
-                    prompt_length=len(generations[i].prompt_ids),
-                    old_logprobs=generations[i].logprobs,
-                    advantage=a,
-                    weights_version=generations[i].weights_version,
-                    adapter=ADAPTER,
-                )
-                for i, a in zip(kept, advantages)
-            ]
+            samples = [sample_from_generation(generations[i], a) for i, a in zip(kept, advantages)]
             synced, probe_error, metrics = engine.version_of(ADAPTER), 0.0, {}
             if samples:
-                result = group.update(step, samples, probe=(probe_ids, settings.prompt_tokens))
-                sync = engine.update_weights(
-                    result.weights[ADAPTER],
-                    result.version,
-                    adapter=ADAPTER,
-                    probe=Probe(
-                        probe_ids, settings.prompt_tokens, tuple(result.probe_logprobs[ADAPTER]), tolerance=1e-4
-                    ),
-                )
+                result, sync = update_and_sync(group, engine, step, samples, probe_ids, settings.prompt_tokens,
+                                               ADAPTER, tolerance=1e-4)
                 synced, probe_error, metrics = sync.version, sync.probe_mean_error or 0.0, result.metrics
             entry = KernelStep(
                 step=step,

@@ -62,15 +62,12 @@ class StepLog:
         self.tiers = tiers
         self.run_name = run_name or out.resolve().name
         self._metrics = self._writer = self._wandb = None
-        try:
-            import ray
+        import ray
 
-            if ray.is_initialized():
-                from cudarl.metrics import TrainMetrics
+        if ray.is_initialized():
+            from cudarl.metrics import TrainMetrics
 
-                self._metrics = TrainMetrics(self.run_name)
-        except ImportError:  # pragma: no cover - ray is a dependency
-            pass
+            self._metrics = TrainMetrics(self.run_name)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 

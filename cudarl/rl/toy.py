@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from cudarl.config_rl import AlgorithmConfig
 from cudarl.rl.advantages import compute_advantages
-from cudarl.rl.batch import TrainSample
-from cudarl.rl.group import UpdateGroup
+from cudarl.rl.batch import sample_from_generation
+from cudarl.rl.group import UpdateGroup, update_and_sync
 from cudarl.rl.update import UpdaterSpec
-from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
+from cudarl.rollout.engine import LoraSettings, SamplingSettings
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,9 @@ def train_toy(model_folder: str, vocab_size: int, settings: ToySettings = ToySet
             rewards = [toy_reward(g.token_ids, settings.target) for g in generations]
             groups = [str(i // settings.group_size) for i in range(len(generations))]
             advantages = compute_advantages(rewards, groups, [0] * len(rewards), "grpo").values
-            samples = [TrainSample(token_ids=g.prompt_ids + g.token_ids, prompt_length=len(g.prompt_ids),
-                                   old_logprobs=g.logprobs, advantage=a, weights_version=g.weights_version,
-                                   adapter="generator") for g, a in zip(generations, advantages)]
-            result = group.update(step, samples, probe=(probe_ids, settings.prompt_tokens))
-            sync = engine.update_weights(result.weights["generator"], result.version, adapter="generator",
-                                         probe=Probe(probe_ids, settings.prompt_tokens,
-                                                     tuple(result.probe_logprobs["generator"]), tolerance=1e-4))
+            samples = [sample_from_generation(g, a) for g, a in zip(generations, advantages)]
+            result, sync = update_and_sync(group, engine, step, samples, probe_ids, settings.prompt_tokens,
+                                           "generator", tolerance=1e-4)
             entry = ToyStep(step=step, mean_reward=sum(rewards) / len(rewards),
                             weights_version=generations[0].weights_version, synced_version=sync.version,
                             probe_mean_error=sync.probe_mean_error or 0.0, seconds=time.perf_counter() - started,
