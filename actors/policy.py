@@ -113,6 +113,9 @@ class Policy:
         return {"roles": list(self.spec.roles), "model": self.spec.model, "adapters": list(self.engine.adapters),
                 "weights_versions": versions}
 
+    def version_of(self, role: Role | None = None) -> int:
+        return self.engine.version_of(self._adapter(role))
+
     def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
                  role: Role | None = None) -> list[Generation]:
         return self.engine.generate(prompts, settings, adapter=self._adapter(role))

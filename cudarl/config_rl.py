@@ -125,6 +125,15 @@ class TrainConfig(_Section):
     """GPU share of each update worker (0: CPU; below 1 on one GPU shared with policies and bench workers)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter dtype of the update workers and the engine."""
+    policy_gpu_share: float | None = Field(default=None, ge=0, le=1)
+    """GPU share of the policy actor that holds the rollout engine (None: 0.3 when the update
+    workers use GPUs, else 0 and the engine runs on the CPU). Ray places the actor, so under
+    ``ray job submit`` the engine runs on a GPU node, not on the head node with the driver."""
+    policy_cpus: float = Field(default=1.0, ge=0)
+    """CPUs reserved for the policy actor."""
+    policy_timeout_s: float = Field(default=1800.0, gt=0)
+    """Longest wait on the policy actor (its start, or one call such as a step's generation); a
+    policy that does not answer in time is treated like a dead one (the step's rollout is tried again)."""
     checkpoint_every: int = Field(default=10, ge=1)
     """Adapters and the run's state are written every this many steps."""
     seed: int = Field(default=0, ge=0)
@@ -145,6 +154,13 @@ class TrainConfig(_Section):
     """Also write each step's scalars as TensorBoard events under ``<out>/tensorboard``."""
     wandb_project: str | None = None
     """Also log each step's scalars to this Weights & Biases project (needs ``wandb`` and its login)."""
+
+    @property
+    def policy_gpu(self) -> float:
+        """The policy actor's GPU share, resolved."""
+        if self.policy_gpu_share is not None:
+            return self.policy_gpu_share
+        return 0.3 if self.gpus_per_rank > 0 else 0.0
 
     @model_validator(mode="after")
     def _seeds_stay_apart(self) -> Self:

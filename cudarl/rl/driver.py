@@ -2,25 +2,28 @@
 engine, every candidate judged (the tester pool), rewards and advantages, one update on the
 update workers, the new adapters pushed to the engine and checked, a line of statistics.
 
-The engine runs in this process (the policy actors come with serving); the update workers are a
-Ray Train group (``group``); the curriculum and the reward bookkeeping are actors
-(``actors/curriculum_controller.py``, ``actors/reward_aggregator.py``; trajectories reach the
-latter through the object store); the judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl
-train``). Every sample carries the weights version that generated it, and each step's sync is
-refused unless the engine reproduces the trainer's log-probs on a probe from that step's data.
+The engine runs in a policy actor (``policy_client``: placed by Ray by its GPU share, restarted
+on its last weights when it dies); the update workers are a Ray Train group (``group``); the
+curriculum and the reward bookkeeping are actors (``actors/curriculum_controller.py``,
+``actors/reward_aggregator.py``; trajectories reach the latter through the object store); the
+judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl train``). Every sample carries the
+weights version that generated it, and each step's sync is refused unless the engine reproduces
+the trainer's log-probs on a probe from that step's data. Weights travel from the update worker
+to the policy actor as object references; the driver fetches them only to write a checkpoint.
 
 Covered: the loop; with ``train.overlap``, step n+1's rollout running while step n's update runs
 (in a thread here; the workers are other processes), one step off-policy, its version lag logged;
 each step's record (``step_log``: ``steps.jsonl``, Prometheus, TensorBoard, W&B) with the step
 time split into rollout (generation), judge, update and sync; a rollout that meets a dead or
-silent Ray worker tried again (``train.step_retries``) from the curriculum's state before it;
-checkpoints every ``checkpoint_every`` steps (the trainer's model and optimizer state through torch
-distributed checkpoint, each role's adapter as a peft folder, the curriculum, the step), each whole
-or absent; and ``resume``: from the last whole checkpoint, on the same seeds, to the state an
-uninterrupted run reaches (a checkpoint's step never overlaps the next rollout, so this holds with
-overlap too). An update worker that dies fails the run with ``UpdateWorkersError``; ``--resume``
-continues it. Not covered: the policy actors (the engine is in this process), more than one step
-of lag.
+silent Ray worker tried again (``train.step_retries``) from the curriculum's state before it (a
+dead or silent policy actor is replaced first, on its last weights); checkpoints every
+``checkpoint_every`` steps (the trainer's model and optimizer state through torch distributed
+checkpoint, each role's adapter as a peft folder with the probe it was synced with, the
+curriculum, the step), each whole or absent; and ``resume``: from the last whole checkpoint, the
+engine checked on the saved probes, on the same seeds, to the state an uninterrupted run reaches
+(a checkpoint's step never overlaps the next rollout, so this holds with overlap too). An update
+worker that dies fails the run with ``UpdateWorkersError``; ``--resume`` continues it. Not
+covered: more than one step of lag, more than one engine replica.
 """
 
 from __future__ import annotations
@@ -93,8 +96,9 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     ``on_phase(step, phase)`` hears each phase as it starts (rollout, update, sync, checkpoint)."""
     from transformers import AutoTokenizer
 
+    from actors.policy import PolicySpec
+    from cudarl.rl.policy_client import PolicyClient
     from cudarl.rollout.chat import ChatTokens
-    from cudarl.rollout.loading import load_engine
 
     train = config.train
     if config.algorithm.kl_coef > 0 and train.full_finetune:
@@ -105,13 +109,11 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     _check_same_run(out / "config.json", config, resume)
     tokenizer = AutoTokenizer.from_pretrained(train.model)
     lora = None if train.full_finetune else LoraSettings(rank=train.lora_rank, alpha=train.lora_alpha)
-    device = "cuda" if train.gpus_per_rank > 0 else "cpu"
-    engine = load_engine(train.model, train.engine, train.dtype, device, lora=lora is not None,
-                         vllm_settings={"gpu_memory_utilization": train.vllm_gpu_memory,
-                                        "enforce_eager": train.vllm_enforce_eager,
-                                        "max_lora_rank": _vllm_lora_rank(train.lora_rank)})
-    for role in ROLES if lora else ():
-        engine.add_adapter(role, lora)
+    policy = PolicySpec(role="both" if lora else "generator", model=train.model, engine=train.engine,
+                        dtype=train.dtype, gpu_share=train.policy_gpu, lora=lora,
+                        vllm={"gpu_memory_utilization": train.vllm_gpu_memory,
+                              "enforce_eager": train.vllm_enforce_eager,
+                              "max_lora_rank": _vllm_lora_rank(train.lora_rank)})
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     spec = UpdaterSpec(model=train.model, adapters=ROLES if lora else (), lora=lora or LoraSettings(),
                        learning_rate=train.learning_rate, micro_batch=train.micro_batch, pad_id=pad_id,
@@ -124,10 +126,14 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
 
     curriculum = CurriculumControllerActor.remote(tasks, config.curriculum)
     aggregator = RewardAggregatorActor.remote(config.reward, config.algorithm)
+    engine = None
     try:
+        engine = PolicyClient(policy, cpus=train.policy_cpus, timeout_s=train.policy_timeout_s)
         return _run_steps(config, out, engine, ChatTokens(tokenizer), spec, lora, _TimedJudge(judge), curriculum,
                           aggregator, progress, resume, on_phase or (lambda step, phase: None))
     finally:
+        if engine is not None:
+            engine.stop()
         for actor in (curriculum, aggregator):
             ray.kill(actor)
 
@@ -145,7 +151,7 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         state = json.loads((checkpoint / "state.json").read_text())
         ray.get(curriculum.load_state_dict.remote(state["curriculum"]))
         first_step = state["step"]
-        _restore_engine(engine, checkpoint, lora, state["weights_version"])
+        _restore_engine(engine, checkpoint, lora, state)
     if resume:
         _keep_log_lines(out / "steps.jsonl", before=first_step)
     group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank,
@@ -168,14 +174,14 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
                 update = updates.submit(run.update, rollout, staging)
                 if train.overlap and not ends_in_checkpoint:  # the next rollout on the weights before this update
                     pending = run.rollout(step + 1, overlapped=True)
-                record, weights = run.sync(rollout, update.result(), run.last_record_end)
+                record, result, probes = run.sync(rollout, update.result(), run.last_record_end)
                 records.append(record)
                 log.write(record)
                 if progress:
                     progress(record)
                 if staging is not None:
                     run.on_phase(step, "checkpoint")
-                    _checkpoint(staging, weights, lora, ray.get(curriculum.state_dict.remote()), record)
+                    _checkpoint(staging, result, probes, lora, ray.get(curriculum.state_dict.remote()), record)
                 if pending is None and step + 1 < train.steps:
                     pending = run.rollout(step + 1, overlapped=False)
     finally:
@@ -214,6 +220,8 @@ class _Run:
                                        f"{type(exc).__name__}: {first_line}") from exc
                 print(f"step {step + 1}: rollout try {attempt + 1} failed ({type(exc).__name__}); trying again",
                       file=sys.stderr, flush=True)
+                if self.engine.dead:
+                    self.engine.restart()
                 ray.get(self.curriculum.load_state_dict.remote(state))
         raise AssertionError("unreachable")
 
@@ -261,15 +269,16 @@ class _Run:
                                    save_to=str(staging / "trainer") if staging is not None else None)
         return stats, (probe_ids, source.prompt_length), result, time.perf_counter() - started
 
-    def sync(self, rollout: _Rollout, updated, step_started: float) -> tuple[StepRecord, dict]:
-        """The update's weights into the engine, each adapter checked on the step's probe; the record."""
+    def sync(self, rollout: _Rollout, updated, step_started: float) -> tuple[StepRecord, object, dict]:
+        """The update's weights into the engine, each adapter checked on the step's probe; the
+        record, the update's result and the probes (by adapter)."""
         stats, (probe_ids, prompt_length), result, update_seconds = updated
         self.on_phase(rollout.step, "sync")
         started = time.perf_counter()
         tolerance = 1e-3 if self.config.train.dtype == "float32" else 0.02
-        sync_errors = {}
-        for adapter, weights in result.weights.items():
-            probe = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
+        sync_errors, probes = {}, {}
+        for adapter, weights in result.weights.items():  # object references: the actor fetches them
+            probe = probes[adapter] = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
             sync = self.engine.update_weights(weights, result.version, probe=probe, adapter=adapter)
             sync_errors[str(adapter)] = sync.probe_mean_error
         ended = time.perf_counter()
@@ -279,7 +288,7 @@ class _Run:
                             seconds=rollout.seconds | {"update": update_seconds, "sync": ended - started,
                                                        "step": ended - step_started},
                             overlapped=rollout.overlapped, retries=rollout.retries)
-        return record, result.weights
+        return record, result, probes
 
 
 def _staging(out: Path, step: int) -> Path:
@@ -305,18 +314,28 @@ def latest_checkpoint(out: Path) -> Path | None:
     return max(whole, key=lambda folder: int(folder.name.removeprefix("step-")), default=None)
 
 
-def _restore_engine(engine, checkpoint: Path, lora: LoraSettings | None, version: int) -> None:
-    """The engine back on the checkpoint's weights, under its version, checked like any update."""
+def _restore_engine(engine, checkpoint: Path, lora: LoraSettings | None, state: dict) -> None:
+    """The engine back on the checkpoint's weights, under its version, each checked on the probe
+    the trainer scored with exactly these weights when the checkpoint's step synced them."""
+    version, probes = state["weights_version"], state.get("probes", {})
     if lora is None:
         from safetensors.torch import load_file
 
-        engine.update_weights(load_file(str(checkpoint / "model.safetensors")), version)
+        engine.update_weights(load_file(str(checkpoint / "model.safetensors")), version,
+                              probe=_probe_from_json(probes.get("model")))
         return
     from cudarl.rollout.adapters import read_adapter_folder
 
     for role in ROLES:
         _, weights = read_adapter_folder(checkpoint / role)
-        engine.update_weights(weights, version, adapter=role)
+        engine.update_weights(weights, version, probe=_probe_from_json(probes.get(role)), adapter=role)
+
+
+def _probe_from_json(saved: dict | None) -> Probe | None:
+    if saved is None:  # a checkpoint written before probes were kept
+        return None
+    return Probe(tuple(saved["token_ids"]), saved["prompt_length"], tuple(saved["expected_logprobs"]),
+                 saved["tolerance"])
 
 
 def _keep_log_lines(log: Path, before: int) -> None:
@@ -351,22 +370,24 @@ def _check_same_run(path: Path, config: CudarlConfig, resume: bool) -> None:
     path.write_text(json.dumps(settings, indent=2))
 
 
-def _checkpoint(staging: Path, weights: dict, lora: LoraSettings | None, curriculum: dict,
+def _checkpoint(staging: Path, result, probes: dict, lora: LoraSettings | None, curriculum: dict,
                 record: StepRecord) -> None:
     """Complete a checkpoint the trainer wrote its state into (``staging/trainer``): the trained
     weights (each role's adapter as a peft folder, which policies load; or the whole model's
-    tensors), the curriculum and the step; then rename it into place, so it is whole or absent."""
+    tensors), the probes they were synced with, the curriculum and the step; then rename it into
+    place, so it is whole or absent."""
     from cudarl.rollout.adapters import save_adapter_folder
 
     if lora is not None:
         for role in ROLES:
-            save_adapter_folder(weights[role], lora, staging / role)
+            save_adapter_folder(result.fetch(role), lora, staging / role)
     else:
         from safetensors.torch import save_file
 
-        save_file({k: v.contiguous() for k, v in weights[None].items()}, str(staging / "model.safetensors"))
+        save_file({k: v.contiguous() for k, v in result.fetch(None).items()}, str(staging / "model.safetensors"))
+    saved_probes = {adapter or "model": asdict(probe) for adapter, probe in probes.items()}
     (staging / "state.json").write_text(json.dumps({"step": record.step + 1, "weights_version": record.weights_version,
-                                                    "curriculum": curriculum}, indent=2))
+                                                    "probes": saved_probes, "curriculum": curriculum}, indent=2))
     folder = staging.with_name(staging.name.removesuffix(".partial"))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)

@@ -48,17 +48,19 @@ class UpdateWorkersError(RuntimeError):
     """The update workers stopped or did not answer in time."""
 
 
-def check_fits(ranks: int, resources: dict[str, float], free: dict[str, float]) -> None:
-    """Refuse, with the numbers, update workers the cluster's free resources cannot hold: Ray Train
-    would wait for them forever (an actor that holds the GPU they need never lets it go)."""
+def check_fits(ranks: int, resources: dict[str, float], free: dict[str, float], what: str = "the update workers need",
+               error: type[Exception] = UpdateWorkersError,
+               advice: str = "lower train.ranks or train.gpus_per_rank, or give the cluster more") -> None:
+    """Refuse, with the numbers, workers the cluster's free resources cannot hold: Ray Train (or
+    an actor waiting to be placed) would wait for them forever (an actor that holds the GPU they
+    need never lets it go)."""
     short = {name: (ranks * amount, free.get(name, 0.0)) for name, amount in resources.items()
              if amount and ranks * amount > free.get(name, 0.0) + 1e-9}
     if short:
         needs = ", ".join(f"{need:g} {name} ({ranks} x {resources[name]:g})" for name, (need, _) in short.items())
         has = ", ".join(f"{have:g} {name}" for name, (_, have) in short.items())
-        raise UpdateWorkersError(f"the update workers need {needs} but the cluster has {has} free (the tester pool "
-                                 "and other actors hold the rest): lower train.ranks or train.gpus_per_rank, "
-                                 "or give the cluster more")
+        raise error(f"{what} {needs} but the cluster has {has} free (the tester pool and other actors "
+                    f"hold the rest): {advice}")
 
 
 class UpdateGroup:
@@ -137,5 +139,5 @@ def update_and_sync(group: UpdateGroup, engine, step: int, samples: Sequence[Tra
 
     result = group.update(step, samples, probe=(probe_ids, prompt_length))
     probe = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
-    sync = engine.update_weights(result.weights[adapter], result.version, adapter=adapter, probe=probe)
+    sync = engine.update_weights(result.fetch(adapter), result.version, adapter=adapter, probe=probe)
     return result, sync

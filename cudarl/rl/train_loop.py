@@ -1,5 +1,6 @@
 """The update workers' loop under Ray Train: take the step's shard from this rank's inbox, update,
-and (rank 0) put the new weights and the probe's log-probs in the outbox; ``None`` ends it.
+and (rank 0) put the new weights in the object store and their references and the probe's
+log-probs in the outbox; ``None`` ends it.
 
 Why queues and one long ``fit``: Ray Train runs a function to its end, and an RL step's batch
 exists only after the rollouts, so the workers stay up for the whole run and wait for work. The
@@ -34,15 +35,23 @@ class UpdateResult:
 
     step: int
     version: int
-    weights: dict  # adapter name (None: the whole model) -> full CPU tensors
+    weights: dict  # adapter name (None: the whole model) -> ObjectRef of its full CPU tensors (``fetch``)
     probe_logprobs: dict = field(default_factory=dict)  # adapter name -> log-probs of the probe's continuation
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
+
+    def fetch(self, name: str | None) -> dict:
+        """The tensors of ``name`` (from the object store: a policy actor takes the reference
+        itself, so the driver never holds full weights unless it checkpoints them)."""
+        import ray
+
+        return ray.get(self.weights[name])
 
 
 def train_loop_per_worker(config: dict) -> None:
     """Ray Train's worker function; ``config``: ``spec`` (UpdaterSpec), ``inboxes`` (one queue per
     rank), ``outbox``."""
+    import ray
     import ray.train
     import torch
 
@@ -67,11 +76,12 @@ def train_loop_per_worker(config: dict) -> None:
         started = time.perf_counter()
         metrics = updater.step(job.samples, job.plan)
         exported = tuple(spec.adapters) or (None,)
-        weights = {name: updater.weights(name) for name in exported}
+        weights = {name: updater.weights(name) for name in exported}  # a collective: every rank
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
         if job.save_to:
             updater.save(job.save_to)
-        if rank == 0:
+        if rank == 0:  # the weights by reference: the queue carries only the small record
+            weights = {name: ray.put(tensors) for name, tensors in weights.items()}
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,
                                                seconds=time.perf_counter() - started)))

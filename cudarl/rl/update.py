@@ -144,9 +144,10 @@ class PolicyUpdater:
                                                                else norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+        metrics = _summed_over_ranks(metrics, self.device)
         for name in list(metrics):
             if name not in ("loss", "samples") and not name.startswith("grad_norm"):
-                metrics[name] /= max(len(samples), 1)  # per-sample means of the loss functions' metrics
+                metrics[name] /= max(metrics["samples"], 1)  # per-sample means of the loss functions' metrics
         self.version += 1
         return metrics
 
@@ -217,6 +218,21 @@ class PolicyUpdater:
         dcp.load(state, checkpoint_id=folder)
         set_state_dict(self.model, optimizers, model_state_dict=state["model"], optim_state_dict=state["optimizers"])
         self.version = int((Path(folder) / "version.txt").read_text())
+
+
+def _summed_over_ranks(metrics: dict[str, float], device) -> dict[str, float]:
+    """The step's metrics over every rank (collective): the loss and the loss functions' sums add
+    up across ranks (each rank's loss is already a share of the global mean); gradient norms are
+    already global (clipping reduces them), so rank 0's stand."""
+    if not _distributed():
+        return metrics
+    import torch
+    import torch.distributed as dist
+
+    names = sorted(name for name in metrics if not name.startswith("grad_norm"))
+    values = torch.tensor([metrics[name] for name in names], dtype=torch.float64, device=device)
+    dist.all_reduce(values)
+    return metrics | dict(zip(names, values.tolist()))
 
 
 def _empty_batch(pad_id: int) -> dict:

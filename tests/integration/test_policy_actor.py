@@ -1,7 +1,8 @@
 """The policy actor on a real local Ray cluster: a tiny real model saved to a folder and loaded by
 path (the real loading code), generation through the actor with the engine's token ids and the
 weights version, and a verified weight update pushed through it; both roles in one actor over one
-base model, each with its own LoRA adapter, the generator's adapter updated alone."""
+base model, each with its own LoRA adapter, the generator's adapter updated alone; the RL run's
+client of the actor (weights by object reference, a killed actor replaced on its last weights)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,46 @@ def test_one_actor_serves_both_roles_with_an_adapter_each(tmp_path):
     assert (generated.adapter, generated.weights_version) == ("generator", 1)
     assert (optimized.adapter, optimized.weights_version) == ("optimizer", 0)
     assert versions == {"generator": 1, "optimizer": 0}
+
+
+def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(tmp_path):
+    import ray
+    from peft import get_peft_model_state_dict
+
+    from actors.policy import PolicySpec
+    from cudarl.rl.policy_client import PolicyClient, PolicyUnavailable
+
+    tokenizer = tiny_tokenizer()
+    tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    lora = LoraSettings(rank=4, alpha=8)
+    trainer = HFEngine(tiny_model(tokenizer, seed=0))
+    trainer.add_adapter("optimizer", lora)
+    randomize_lora(trainer.lora.peft, seed=5, scale=0.5)
+    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
+    probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
+                  expected_logprobs=tuple(trainer.score(ids, 3, adapter="optimizer")))
+    spec = PolicySpec(role="both", model=str(tmp_path / "model"), engine="hf", lora=lora)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        with pytest.raises(PolicyUnavailable, match="the policy actor needs 3 CPU"):
+            PolicyClient(spec, cpus=3)
+        client = PolicyClient(spec, cpus=1, timeout_s=120)
+        reference = ray.put(get_peft_model_state_dict(trainer.lora.peft, adapter_name="optimizer"))
+        sync = client.update_weights(reference, 7, probe, adapter="optimizer")
+        prompt = tokenizer.encode("class ModelNew(nn.Module):")
+        settings = SamplingSettings(max_new_tokens=6, seed=0)
+        (before,) = client.generate([prompt], settings, adapter="optimizer")
+        ray.kill(ray.get_actor("cudarl-policy"), no_restart=True)
+        with pytest.raises(ray.exceptions.RayActorError):
+            client.generate([prompt], settings, adapter="optimizer")
+        assert client.dead
+        client.restart()  # a new actor, back on version 7, checked on the same probe
+        (after,) = client.generate([prompt], settings, adapter="optimizer")
+        versions = (client.version_of("optimizer"), client.version_of("generator"), client.name)
+        client.stop()
+    finally:
+        ray.shutdown()
+    assert sync.probe_mean_error < 1e-4
+    assert (before.weights_version, after.weights_version) == (7, 7)
+    assert after.token_ids == before.token_ids and after.logprobs == pytest.approx(before.logprobs, abs=1e-5)
+    assert versions == (7, 0, "cudarl-policy-2")

@@ -1,8 +1,9 @@
 """The RL run end to end on a CPU with real parts: a tiny model trained here to answer the task
 with an honest nvrtc kernel, saved with its tokenizer and loaded by path, the real episode loop,
 a real tester pool on a local Ray (compile-only verdicts: no GPU), rewards, GRPO advantages,
-Ray Train update workers, verified syncs, overlapped rollouts (step n+1 during step n's update),
-a rollout whose judge timed out tried again, the step log (JSONL, TensorBoard, Prometheus) and
+Ray Train update workers, the engine in a policy actor fed weights by object reference, verified
+syncs, overlapped rollouts (step n+1 during step n's update), a rollout whose judge timed out tried
+again, a policy actor killed mid-step replaced on its last weights, the step log (JSONL, TensorBoard, Prometheus) and
 checkpoints; then a run stopped after two steps and resumed (with a half-written checkpoint left
 behind, as a kill leaves it) ends in exactly the state of the uninterrupted run."""
 
@@ -75,11 +76,14 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
 
     def on_phase(step: int, phase: str) -> None:
         phases.append((step, phase))
-        if (step, phase) == (1, "rollout (overlapping the last update)") and not any(s == 1 for s, _ in phases[:-1]):
+        first = phases.count((step, phase)) == 1
+        if (step, phase) == (1, "rollout (overlapping the last update)") and first:
             fail_next["judge"] = True
+        if (step, phase) == (2, "rollout") and first:  # the policy actor dies as step 3 begins
+            ray.kill(ray.get_actor("cudarl-policy"), no_restart=True)
 
     try:
-        ray.init(num_cpus=3, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
+        ray.init(num_cpus=4, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
                  logging_level="WARNING")
         pool = start_pool(config)
         records = run_training(config, tmp_path / "run", [TASK], judge, on_phase=on_phase)
@@ -109,7 +113,10 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
     # checkpoint's step (2, 4) never overlaps the next rollout, so step 2 is on-policy again
     assert [(line["overlapped"], line["stats"]["version_lag"]) for line in lines] == [
         (False, 0), (True, 1), (False, 0), (True, 1)]
-    assert [line["retries"] for line in lines] == [0, 1, 0, 0]  # step 2's first try met the timeout
+    # step 2's first try met the timeout; step 3's the dead policy (a new one took the step-2
+    # weights, checked on their probe, and the retry matched the run resumed without a kill)
+    assert [line["retries"] for line in lines] == [0, 1, 1, 0]
+    assert phases.count((2, "rollout")) == 2
     assert phases.count((1, "rollout (overlapping the last update)")) == 2
     state = json.loads((tmp_path / "run" / "checkpoints" / "step-4" / "state.json").read_text())
     assert (state["step"], state["weights_version"]) == (4, 4)

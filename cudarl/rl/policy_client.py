@@ -1,0 +1,134 @@
+"""The rollout engine of an RL run, in a policy actor (``actors/policy.py``), behind the engine
+interface the episode loop takes (``generate``, ``score``, ``version_of``, ``update_weights``).
+
+Why an actor: Ray places it by its GPU share, so the engine runs on a GPU node (under ``ray job
+submit`` the driver runs on the head node, which often has none), it shares one GPU with the
+update and bench workers by fractions, and its death is a Ray error the driver can recover from
+instead of the driver's own crash. Weights reach it as object references straight from the update
+worker that put them in the object store; the driver does not copy them.
+
+Covered: start (refused at once, with the numbers, when the cluster's free resources cannot hold
+it), calls with a time limit (a silent actor is a ``TimeoutError``), and ``restart``: a new actor
+brought back to the last weights of every adapter, each checked on the probe it was last synced
+with, so a policy killed mid-step costs that step's retry, not the run. Not covered: several
+engine replicas (one actor serves both roles).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from cudarl.rollout.engine import Generation, LoraSettings, Probe, SamplingSettings, WeightSync
+
+
+class PolicyUnavailable(RuntimeError):
+    """The policy actor could not be started (it does not fit, or it did not come up in time)."""
+
+
+class PolicyClient:
+    """One policy actor serving the run's roles, used as a rollout engine."""
+
+    def __init__(self, spec, cpus: float = 1.0, timeout_s: float = 1800.0) -> None:
+        """``spec``: the ``PolicySpec`` the actor loads (and reloads on ``restart``)."""
+        self.spec, self.cpus, self.timeout_s = spec, cpus, timeout_s
+        self.incarnation = 0
+        self.dead = False
+        self._synced: dict[str | None, tuple[Any, int, Probe | None]] = {}  # adapter -> last weights, version, probe
+        self._start()
+
+    @property
+    def name(self) -> str:
+        """The actor's name in the run's namespace (a new one per restart)."""
+        return "cudarl-policy" if self.incarnation == 1 else f"cudarl-policy-{self.incarnation}"
+
+    def _start(self) -> None:
+        import ray
+
+        from actors.policy import PolicyActor
+        from cudarl.rl.group import check_fits
+
+        needs = {"CPU": self.cpus, **({"GPU": self.spec.gpu_share} if self.spec.gpu_share else {})}
+        check_fits(1, needs, ray.available_resources(), what="the policy actor needs", error=PolicyUnavailable,
+                   advice="lower train.policy_gpu_share or train.policy_cpus, or give the cluster more")
+        self.incarnation += 1
+        self.actor = PolicyActor.options(name=self.name, num_cpus=self.cpus, num_gpus=self.spec.gpu_share).remote(
+            asdict(self.spec))
+        try:
+            ready = self._get(self.actor.ready.remote(), "to start")
+        except TimeoutError as exc:
+            ray.kill(self.actor, no_restart=True)
+            raise PolicyUnavailable(str(exc)) from exc
+        self.dead = False
+        self.adapters: tuple[str, ...] = tuple(ready["adapters"])
+
+    def _get(self, ref, doing: str):
+        import ray
+        import ray.exceptions
+
+        try:
+            return ray.get(ref, timeout=self.timeout_s)
+        except ray.exceptions.GetTimeoutError as exc:
+            self.dead = True  # a silent actor is as good as dead: the retry starts another
+            raise TimeoutError(f"the policy actor took more than {self.timeout_s:g} s {doing} "
+                               "(train.policy_timeout_s)") from exc
+        except ray.exceptions.RayActorError:
+            self.dead = True
+            raise
+
+    def restart(self) -> None:
+        """A new actor in place of a dead or silent one, back on the last synced weights (each
+        adapter checked on its last probe)."""
+        import ray
+
+        ray.kill(self.actor, no_restart=True)
+        print(f"the policy actor {self.name} is gone; starting another and restoring its weights",
+              file=sys.stderr, flush=True)
+        _wait_until_released(self.actor)
+        self._start()
+        for adapter, (weights, version, probe) in self._synced.items():
+            self.update_weights(weights, version, probe, adapter)
+
+    def stop(self) -> None:
+        import ray
+
+        ray.kill(self.actor, no_restart=True)
+
+    def add_adapter(self, name: str, settings: LoraSettings) -> None:
+        """The actor makes its adapters from its spec; this only checks that ``name`` is one."""
+        if name not in self.adapters:
+            raise ValueError(f"the policy actor holds adapters {list(self.adapters)}, not {name!r}")
+
+    def version_of(self, adapter: str | None = None) -> int:
+        return self._get(self.actor.version_of.remote(adapter), "to answer")
+
+    def generate(self, prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                 adapter: str | None = None) -> list[Generation]:
+        return self._get(self.actor.generate.remote([list(p) for p in prompts], settings, adapter), "to generate")
+
+    def score(self, token_ids: Sequence[int], prompt_length: int, adapter: str | None = None) -> list[float]:
+        return self._get(self.actor.score.remote(list(token_ids), prompt_length, adapter), "to score")
+
+    def update_weights(self, weights: Mapping | Any, version: int, probe: Probe | None = None,
+                       adapter: str | None = None) -> WeightSync:
+        """``weights``: the tensors, or an object reference to them (passed on without a copy
+        here); checked in the actor on ``probe``. Kept for ``restart``."""
+        sync = self._get(self.actor.update_weights.remote(weights, version, probe, adapter), "to take new weights")
+        self._synced[adapter] = (weights, version, probe)
+        return sync
+
+
+def _wait_until_released(actor, timeout_s: float = 60.0) -> None:
+    """Until Ray reports the killed actor dead (its GPU share is free again only then)."""
+    import time
+
+    from ray.util.state import get_actor
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = get_actor(actor._actor_id.hex())
+        if state is None or state.state == "DEAD":
+            return
+        time.sleep(0.5)
