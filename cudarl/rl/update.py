@@ -73,7 +73,7 @@ class PolicyUpdater:
             model = get_peft_model(model, config, adapter_name=spec.adapters[0])
             for name in spec.adapters[1:]:
                 model.add_adapter(name, config)
-        self.model = _shard(model.to(device), spec.dtype)
+        self.model = _shard(model.to(device), spec.dtype, device)
         self.model.train()
         self._optimizers = {name: self._optimizer(name) for name in (spec.adapters or (None,))}
 
@@ -256,18 +256,23 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _shard(model, dtype: str):
-    """FSDP2: each decoder block its own unit, then the root (only inside a process group). With
+def _shard(model, dtype: str, device: str):
+    """FSDP2: each decoder block its own unit, then the root (only inside a process group), on a
+    device mesh of ``device``'s type (FSDP2's default mesh is CUDA's wherever a GPU is visible,
+    which moved a CPU worker's parameters to the GPU while its batches stayed on the CPU). With
     bf16 parameters, gradients are reduced across ranks in fp32 (summing many bf16 gradients
     loses the small ones)."""
     if not _distributed():
         return model
     import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtype), reduce_dtype=torch.float32)
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     for block in inner.model.layers:
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
