@@ -44,14 +44,16 @@ class PolicyClient:
         """The actor's name in the run's namespace (a new one per restart)."""
         return "cudarl-policy" if self.incarnation == 1 else f"cudarl-policy-{self.incarnation}"
 
+    def _needs(self) -> dict[str, float]:
+        return {"CPU": self.cpus, **({"GPU": self.spec.gpu_share} if self.spec.gpu_share else {})}
+
     def _start(self) -> None:
         import ray
 
         from actors.policy import PolicyActor
         from cudarl.rl.group import check_fits
 
-        needs = {"CPU": self.cpus, **({"GPU": self.spec.gpu_share} if self.spec.gpu_share else {})}
-        check_fits(1, needs, ray.available_resources(), what="the policy actor needs", error=PolicyUnavailable,
+        check_fits(1, self._needs(), ray.available_resources(), what="the policy actor needs", error=PolicyUnavailable,
                    advice="lower train.policy_gpu_share or train.policy_cpus, or give the cluster more")
         self.incarnation += 1
         self.actor = PolicyActor.options(name=self.name, num_cpus=self.cpus, num_gpus=self.spec.gpu_share).remote(
@@ -86,7 +88,7 @@ class PolicyClient:
         ray.kill(self.actor, no_restart=True)
         print(f"the policy actor {self.name} is gone; starting another and restoring its weights",
               file=sys.stderr, flush=True)
-        _wait_until_released(self.actor)
+        _wait_until_free(self._needs())
         self._start()
         for adapter, (weights, version, probe) in self._synced.items():
             self.update_weights(weights, version, probe, adapter)
@@ -120,15 +122,17 @@ class PolicyClient:
         return sync
 
 
-def _wait_until_released(actor, timeout_s: float = 60.0) -> None:
-    """Until Ray reports the killed actor dead (its GPU share is free again only then)."""
+
+def _wait_until_free(needs: dict[str, float], timeout_s: float = 60.0) -> None:
+    """Until the cluster has ``needs`` free again (a killed actor's share comes back only once
+    its process is gone); the start's own check then says what is missing if it never does."""
     import time
 
-    from ray.util.state import get_actor
+    import ray
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        state = get_actor(actor._actor_id.hex())
-        if state is None or state.state == "DEAD":
+        free = ray.available_resources()
+        if all(free.get(name, 0.0) + 1e-9 >= amount for name, amount in needs.items()):
             return
         time.sleep(0.5)
