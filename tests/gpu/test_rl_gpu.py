@@ -37,14 +37,15 @@ def test_two_steps_with_full_verdicts_on_one_shared_gpu(engine, tmp_path):
     tiny_model(trained).save_pretrained(folder)  # its config.json makes the folder a Qwen2 model's
     tokenizer = AutoTokenizer.from_pretrained(folder)
     prompt = ChatTokens(tokenizer).prompt(system_prompt(), generator_prompt(TASK))
-    memorized_model(tokenizer, prompt, ANSWER, hidden_size=256).save_pretrained(folder)  # heads of 64: vLLM's smallest
+    # heads of 64 (vLLM's smallest), and the answer exact in bf16 (vLLM's adapters take no fp32)
+    memorized_model(tokenizer, prompt, ANSWER, hidden_size=256, exact_in_bf16=True).save_pretrained(folder)
     config = CudarlConfig.model_validate({
         "pool": {"min_compile_workers": 1, "max_compile_workers": 2, "min_bench_workers": 1,
                  "max_bench_workers": 1, "gpus_per_bench_worker": 0.25},
         "train": {"model": str(folder), "engine": engine, "steps": 2, "tasks_per_step": 1, "group_size": 2,
                   "optimizer_turns": 1, "max_new_tokens": 400, "temperature": 0.1, "lora_rank": 8,
                   "lora_alpha": 16, "learning_rate": 1e-4, "checkpoint_every": 2, "gpus_per_rank": 0.25,
-                  "dtype": "float32", "vllm_gpu_memory": 0.3, "vllm_enforce_eager": True},
+                  "dtype": "bfloat16", "vllm_gpu_memory": 0.3, "vllm_enforce_eager": True},
         "curriculum": {"tiers": ["easy"]}})
     try:
         ray.init(num_cpus=6, num_gpus=1, include_dashboard=False, namespace="cudarl", logging_level="WARNING")
@@ -59,6 +60,6 @@ def test_two_steps_with_full_verdicts_on_one_shared_gpu(engine, tmp_path):
         assert stats["kinds"].get("correct", 0) >= 1, stats["kinds"]  # full verdicts: correctness and timing ran
         assert stats["mean_speedup"] is not None and stats["mean_speedup"] > 0
         assert set(line["sync_errors"]) == {"generator", "optimizer"}
-        assert all(error < 1e-3 for error in line["sync_errors"].values())  # fp32 engine against the trainer
+        assert all(error < 0.02 for error in line["sync_errors"].values())  # bf16 engine against the trainer
         assert line["seconds"]["judge"] > 0 and line["seconds"]["update"] > 0
     assert (tmp_path / "run" / "checkpoints" / "step-2" / "state.json").is_file()
