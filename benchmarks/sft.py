@@ -208,11 +208,19 @@ def main() -> int:
     out = Path(args.out or ROOT / "benchmarks" / "results" /
                f"sft-{datetime.now(UTC).date().isoformat()}-{(metadata['gpu'] or 'cpu').replace(' ', '-')}.json")
     settings = {"steps": args.steps, "warmup_steps": args.warmup_steps, "batch": args.batch, "seq": args.seq,
-                "model_shape": shape, "lora_rank": 16,
-                "gradient_checkpointing": True}
+                "model_shape": shape, "lora_rank": 16, "gradient_checkpointing": True,
+                "fused_loss": _fused_loss_in_use(metadata)}
     out.write_text(json.dumps({"machine": metadata, "settings": settings, "rows": rows, "ratios": ratios}, indent=2))
     print(f"wrote {out}")
     return 0
+
+
+def _fused_loss_in_use(metadata: dict) -> str:
+    """What ``sft.fused_loss = "auto"`` chose in the arms: Liger's fused loss on a GPU where it is
+    installed (peak memory differs by gigabytes between the two)."""
+    import importlib.util
+
+    return "liger" if metadata["gpu"] and importlib.util.find_spec("liger_kernel") else "none"
 
 
 if __name__ == "__main__":

@@ -71,3 +71,8 @@ class SftConfig(_Section):
     """auto: 4-bit NF4 base weights (double quantization, bf16 compute) on CUDA, none on a CPU."""
     gradient_checkpointing: bool = True
     """Recompute activations in the backward pass (less memory, about a third more time); GPU only."""
+    fused_loss: Literal["auto", "liger", "none"] = "auto"
+    """liger: the Liger kernels through TRL (``use_liger_kernel``), whose fused linear cross-entropy
+    never holds the whole (tokens x vocabulary) logits: with a 152k vocabulary those are 2.5 GB
+    in fp32 at 4 x 1024 tokens, the same for 4-bit and bf16 weights. auto: liger on CUDA when
+    ``liger-kernel`` is installed (the ``gpu`` extra), else none."""

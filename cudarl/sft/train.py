@@ -78,6 +78,20 @@ def _dataset(rows: list[SftRow]):
                               for r in rows])
 
 
+def use_liger(config: SftConfig, device: str) -> bool:
+    """Whether the fused loss runs (``SftConfig.fused_loss``); asking for it where it cannot run
+    is a clear error rather than a silent fallback."""
+    import importlib.util
+
+    installed = importlib.util.find_spec("liger_kernel") is not None
+    if config.fused_loss == "liger":
+        if device != "cuda" or not installed:
+            raise ValueError("sft.fused_loss = \"liger\" needs a CUDA GPU and the liger-kernel package "
+                             "(pip install 'cudarl[gpu]'); use \"auto\" or \"none\"")
+        return True
+    return config.fused_loss == "auto" and device == "cuda" and installed
+
+
 def load_base_model(config: SftConfig, device: str):
     """The base model for training: 4-bit NF4 on CUDA unless ``quantization`` is "none"."""
     import torch
@@ -173,7 +187,7 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
         save_total_limit=2, seed=config.seed, data_seed=config.seed, max_length=config.max_length,
         packing=config.packing, completion_only_loss=True, report_to=[], bf16=device == "cuda",
         use_cpu=device != "cuda", gradient_checkpointing=config.gradient_checkpointing and device == "cuda",
-        disable_tqdm=not progress_bars, dataloader_num_workers=0)
+        disable_tqdm=not progress_bars, dataloader_num_workers=0, use_liger_kernel=use_liger(config, device))
     lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=list(config.target_modules), bias="none", task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=load_base_model(config, device), args=arguments, train_dataset=_dataset(train),
