@@ -97,6 +97,7 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     from transformers import AutoTokenizer
 
     from actors.policy import PolicySpec
+    from cudarl.rl.placement import cluster_node_gpus, plan_placement, run_slots
     from cudarl.rl.policy_client import PolicyClient
     from cudarl.rollout.chat import ChatTokens
 
@@ -128,6 +129,8 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     aggregator = RewardAggregatorActor.remote(config.reward, config.algorithm)
     engine = None
     try:
+        plan = plan_placement(run_slots(config), cluster_node_gpus())  # refused here, not hung later
+        print("\n".join(plan.lines()), file=sys.stderr, flush=True)
         engine = PolicyClient(policy, cpus=train.policy_cpus, timeout_s=train.policy_timeout_s)
         return _run_steps(config, out, engine, ChatTokens(tokenizer), spec, lora, _TimedJudge(judge), curriculum,
                           aggregator, progress, resume, on_phase or (lambda step, phase: None))
