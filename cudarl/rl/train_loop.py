@@ -38,7 +38,8 @@ class UpdateResult:
     weights: dict  # adapter name (None: the whole model) -> ObjectRef of its full CPU tensors (``fetch``)
     probe_logprobs: dict = field(default_factory=dict)  # adapter name -> log-probs of the probe's continuation
     metrics: dict = field(default_factory=dict)
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole job on rank 0: step, weights out, probe, checkpoint
+    step_seconds: float = 0.0  # the optimizer step alone (forward, backward, clip, AdamW)
 
     def fetch(self, name: str | None) -> dict:
         """The tensors of ``name`` (from the object store: a policy actor takes the reference
@@ -75,6 +76,7 @@ def train_loop_per_worker(config: dict) -> None:
             return
         started = time.perf_counter()
         metrics = updater.step(job.samples, job.plan)
+        stepped = time.perf_counter() - started
         exported = tuple(spec.adapters) or (None,)
         weights = {name: updater.weights(name) for name in exported}  # a collective: every rank
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
@@ -84,4 +86,4 @@ def train_loop_per_worker(config: dict) -> None:
             weights = {name: ray.put(tensors) for name, tensors in weights.items()}
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,
-                                               seconds=time.perf_counter() - started)))
+                                               seconds=time.perf_counter() - started, step_seconds=stepped)))
