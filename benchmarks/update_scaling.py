@@ -65,7 +65,8 @@ def run_ranks(folder: Path, ranks: int, steps: int, batch_per_rank: int, seq: in
         for number in range(1, steps + 1):
             started = time.perf_counter()
             result = group.update(number - 1, samples)
-            print(f"STEP {number} {result.step_seconds:.4f} {time.perf_counter() - started:.4f}", flush=True)
+            print(f"STEP {number} {result.step_seconds:.4f} {time.perf_counter() - started:.4f} "
+                  f"{result.metrics['loss']:.6f}", flush=True)
     finally:
         group.stop()
         ray.shutdown()
@@ -82,22 +83,24 @@ def steady(lines: list[tuple[int, float, float]], warmup: int, tokens_per_step: 
             "round_trip_tokens_per_s": tokens_per_step * len(kept) / trip_s}
 
 
-def run_child(command: list[str], timeout: float) -> tuple[list[tuple[int, float, float]], str | None]:
-    """The child's STEP lines, read as they come (a child cut by ``timeout`` keeps its steps)."""
+def run_child(command: list[str], timeout: float) -> tuple[list[tuple[int, float, float]], list[float], str | None]:
+    """The child's STEP lines and losses, read as they come (a child cut by ``timeout`` keeps its steps)."""
     lines: list[tuple[int, float, float]] = []
+    losses: list[float] = []
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     deadline, tail = time.monotonic() + timeout, []
     for line in child.stdout:
         if line.startswith("STEP "):
-            _, number, step_s, trip_s = line.split()
+            _, number, step_s, trip_s, loss = line.split()
             lines.append((int(number), float(step_s), float(trip_s)))
+            losses.append(float(loss))
         else:
             tail = (tail + [line.rstrip()])[-5:]
         if time.monotonic() > deadline:
             child.kill()
-            return lines, f"timed out after {timeout:g} s"
+            return lines, losses, f"timed out after {timeout:g} s"
     code = child.wait()
-    return lines, None if code == 0 else f"exit {code}: " + " | ".join(tail)
+    return lines, losses, None if code == 0 else f"exit {code}: " + " | ".join(tail)
 
 
 def main() -> int:
@@ -136,8 +139,9 @@ def main() -> int:
             command = [sys.executable, __file__, "--child", str(ranks), "--folder", str(folder), "--steps",
                        str(args.steps), "--batch-per-rank", str(args.batch_per_rank), "--seq", str(seq)]
             command += ["--full"] if args.full else []
-            lines, cut = run_child(command, args.timeout)
-            row = {"ranks": ranks, **steady(lines, args.warmup_steps, ranks * args.batch_per_rank * seq), "cut": cut}
+            lines, losses, cut = run_child(command, args.timeout)
+            row = {"ranks": ranks, **steady(lines, args.warmup_steps, ranks * args.batch_per_rank * seq),
+                   "losses": losses, "cut": cut}
             rows.append(row)
     base = next((r["tokens_per_s"] for r in rows if r["ranks"] == 1 and r["tokens_per_s"]), None)
     print(f"{'ranks':>5} {'tokens/s':>10} {'scaling':>8} {'round trip tokens/s':>20}")

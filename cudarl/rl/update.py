@@ -221,9 +221,10 @@ class PolicyUpdater:
 
 
 def _summed_over_ranks(metrics: dict[str, float], device) -> dict[str, float]:
-    """The step's metrics over every rank (collective): the loss and the loss functions' sums add
-    up across ranks (each rank's loss is already a share of the global mean); gradient norms are
-    already global (clipping reduces them), so rank 0's stand."""
+    """The step's metrics over every rank (collective): the loss functions' per-sample sums and the
+    sample counts add up across ranks; the loss is the mean of the ranks' (each rank's is its share
+    of the global mean times the number of ranks, the factor that undoes FSDP's gradient
+    averaging); gradient norms are already global (clipping reduces them), so rank 0's stand."""
     if not _distributed():
         return metrics
     import torch
@@ -232,7 +233,9 @@ def _summed_over_ranks(metrics: dict[str, float], device) -> dict[str, float]:
     names = sorted(name for name in metrics if not name.startswith("grad_norm"))
     values = torch.tensor([metrics[name] for name in names], dtype=torch.float64, device=device)
     dist.all_reduce(values)
-    return metrics | dict(zip(names, values.tolist()))
+    summed = dict(zip(names, values.tolist()))
+    summed["loss"] /= dist.get_world_size()
+    return metrics | summed
 
 
 def _empty_batch(pad_id: int) -> dict:

@@ -28,6 +28,7 @@ LAYERS = {
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
     "cudarl.rl.driver": 45,  # the RL run: engine, episodes, update workers (the judge is passed in)
+    "cudarl.rl.policy_client": 45,  # the run's engine in a policy actor
     "actors": 40,
     "cudarl.sft": 38,  # the warm start: examples in the agents' prompts, rows in the rollout's token layout
     "cudarl.rl": 37,  # advantages and the policy loss on verl; the update workers
