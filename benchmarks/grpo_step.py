@@ -36,6 +36,9 @@ every step, in the ``seconds`` record of each line of ``steps.jsonl`` in its out
 update, sync and the whole step; judge too where the driver times it apart from rollout). Read the
 split from such a run.
 
+``--profile-dir DIR``: each arm then runs one more step (not timed) under torch's profiler and
+writes its operators by total time to ``DIR/<arm>.txt``, to see where the arms differ.
+
 Prints a table; writes ``benchmarks/results/grpo_step-<date>-<gpu>.json``.
 """
 
@@ -137,7 +140,23 @@ def _cudarl_arm(folder: Path, ids, device: str, dtype: str, lora: bool):
     return step
 
 
-def run_arm(arm: str, folder: Path, steps: int, batch: int, seq: int) -> dict:
+def _profile_step(step, device: str, path: Path) -> None:
+    """One more step (not timed) under torch's profiler; its operators by total time to ``path``:
+    where an arm's time goes, to compare arms op by op."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as profiler:
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    key = "cuda_time_total" if device == "cuda" else "cpu_time_total"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(profiler.key_averages().table(sort_by=key, row_limit=30))
+
+
+def run_arm(arm: str, folder: Path, steps: int, batch: int, seq: int, profile_to: Path | None = None) -> dict:
     """One arm in this (child) process: build, then ``steps`` steps on the same batch, a progress
     line ``STEP <n> <seconds since the first step began> <peak GiB>`` after each; the figures."""
     import torch
@@ -166,6 +185,8 @@ def run_arm(arm: str, folder: Path, steps: int, batch: int, seq: int) -> dict:
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() / 2**30
         print(f"STEP {number} {time.perf_counter() - begun:.4f} {peak:.4f}", flush=True)
+    if profile_to is not None:
+        _profile_step(step, device, profile_to)
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     return {
@@ -195,6 +216,7 @@ def main() -> int:
     parser.add_argument("--arm-timeout", type=float, default=900.0, help="seconds each arm may take")
     parser.add_argument("--commit", default=None, help="the tree's commit where it has no git history")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--profile-dir", default=None, help="profile one extra step of each arm; tables here")
     parser.add_argument("--arm", choices=sorted(set(ARMS.values())), help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -202,7 +224,8 @@ def main() -> int:
     if args.steps < 1 or args.batch < 1 or args.seq < 2:
         parser.error("--steps and --batch must be at least 1, --seq at least 2")
     if args.arm:
-        row = run_arm(args.arm, Path(args.folder), args.steps, args.batch, args.seq)
+        profile_to = Path(args.profile_dir) / f"{args.arm}.txt" if args.profile_dir else None
+        row = run_arm(args.arm, Path(args.folder), args.steps, args.batch, args.seq, profile_to)
         print("ROW " + json.dumps(row), flush=True)
         return 0
 
@@ -220,6 +243,7 @@ def main() -> int:
         for name, arm in ARMS.items():
             sizes = ["--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
             command = [sys.executable, __file__, "--arm", arm, "--folder", str(folder), *sizes]
+            command += ["--profile-dir", str(Path(args.profile_dir).resolve())] if args.profile_dir else []
             print(f"{name}: running (at most {args.arm_timeout:.0f} s)", file=sys.stderr, flush=True)
             row = {"arm": name, "kind": arm} | run_arm_child(
                 command, args.arm_timeout, args.warmup_steps, tokens_per_step

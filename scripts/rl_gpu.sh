@@ -24,6 +24,7 @@ if [[ ",$parts," == *",bench,"* ]]; then
   left=$((budget - SECONDS))
   if [ "$left" -gt 120 ]; then
     timeout "$left" python3 benchmarks/grpo_step.py --out "$out/grpo_step.json" --arm-timeout $(((left - 90) / 3)) \
+      --profile-dir "$out/profile" \
       ${commit:+--commit "$commit"} > "$out/grpo_step.log" 2>&1
     echo "grpo_step benchmark: rc=$? (ended at ${SECONDS}s)" >> "$out/summary.txt"
   else
