@@ -17,6 +17,7 @@ engine replicas (one actor serves both roles).
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -35,20 +36,23 @@ class PolicyClient:
         """``spec``: the ``PolicySpec`` the actor loads (and reloads on ``restart``)."""
         self.spec, self.cpus, self.timeout_s = spec, cpus, timeout_s
         self.incarnation = 0
+        self.run_id = uuid.uuid4().hex[:8]  # names stay unique while a killed actor's name is still held
         self.dead = False
         self._synced: dict[str | None, tuple[Any, int, Probe | None]] = {}  # adapter -> last weights, version, probe
         self._start()
 
     @property
     def name(self) -> str:
-        """The actor's name in the run's namespace (a new one per restart)."""
-        return "cudarl-policy" if self.incarnation == 1 else f"cudarl-policy-{self.incarnation}"
+        """The actor's name in the run's namespace: ``cudarl-policy-<client>-<incarnation>`` (a new
+        one per client and restart: Ray may hold a dead actor's name a while)."""
+        return f"cudarl-policy-{self.run_id}-{self.incarnation}"
 
     def _needs(self) -> dict[str, float]:
         return {"CPU": self.cpus, **({"GPU": self.spec.gpu_share} if self.spec.gpu_share else {})}
 
     def _start(self) -> None:
         import ray
+        import ray.exceptions
 
         from actors.policy import PolicyActor
         from cudarl.rl.group import check_fits
@@ -63,6 +67,10 @@ class PolicyClient:
         except TimeoutError as exc:
             ray.kill(self.actor, no_restart=True)
             raise PolicyUnavailable(str(exc)) from exc
+        except ray.exceptions.RayActorError as exc:  # its engine failed to load: say why, in one line
+            cause = str(exc.__cause__ or exc).strip().splitlines()
+            raise PolicyUnavailable(f"the policy actor failed to start: {cause[-1] if cause else 'no reason given'}") \
+                from exc
         self.dead = False
         self.adapters: tuple[str, ...] = tuple(ready["adapters"])
 

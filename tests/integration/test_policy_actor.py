@@ -103,13 +103,16 @@ def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(t
     try:
         with pytest.raises(PolicyUnavailable, match="the policy actor needs 3 CPU"):
             PolicyClient(spec, cpus=3)
+        with pytest.raises(PolicyUnavailable, match="the policy actor failed to start: .*missing"):
+            PolicyClient(PolicySpec(role="generator", model=str(tmp_path / "missing"), engine="hf"), timeout_s=120)
         client = PolicyClient(spec, cpus=1, timeout_s=120)
         reference = ray.put(get_peft_model_state_dict(trainer.lora.peft, adapter_name="optimizer"))
         sync = client.update_weights(reference, 7, probe, adapter="optimizer")
         prompt = tokenizer.encode("class ModelNew(nn.Module):")
         settings = SamplingSettings(max_new_tokens=6, seed=0)
         (before,) = client.generate([prompt], settings, adapter="optimizer")
-        ray.kill(ray.get_actor("cudarl-policy"), no_restart=True)
+        assert client.name.startswith("cudarl-policy-") and client.name.endswith("-1")
+        ray.kill(ray.get_actor(client.name), no_restart=True)
         with pytest.raises(ray.exceptions.RayActorError):
             client.generate([prompt], settings, adapter="optimizer")
         assert client.dead
@@ -122,4 +125,4 @@ def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(t
     assert sync.probe_mean_error < 1e-4
     assert (before.weights_version, after.weights_version) == (7, 7)
     assert after.token_ids == before.token_ids and after.logprobs == pytest.approx(before.logprobs, abs=1e-5)
-    assert versions == (7, 0, "cudarl-policy-2")
+    assert versions[:2] == (7, 0) and versions[2].endswith("-2")  # the second actor of this client

@@ -80,7 +80,8 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
         if (step, phase) == (1, "rollout (overlapping the last update)") and first:
             fail_next["judge"] = True
         if (step, phase) == (2, "rollout") and first:  # the policy actor dies as step 3 begins
-            ray.kill(ray.get_actor("cudarl-policy"), no_restart=True)
+            (name,) = [n for n in ray.util.list_named_actors() if n.startswith("cudarl-policy-")]
+            ray.kill(ray.get_actor(name), no_restart=True)
 
     try:
         ray.init(num_cpus=4, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
