@@ -138,9 +138,11 @@ def _wait_until_free(needs: dict[str, float], timeout_s: float = 60.0) -> None:
 
     import ray
 
+    from cudarl.rl.group import UpdateWorkersError, check_fits
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        free = ray.available_resources()
-        if all(free.get(name, 0.0) + 1e-9 >= amount for name, amount in needs.items()):
-            return
-        time.sleep(0.5)
+        try:
+            return check_fits(1, needs, ray.available_resources())
+        except UpdateWorkersError:  # not yet: the killed actor still holds its share
+            time.sleep(0.5)

@@ -50,18 +50,9 @@ def test_a_generator_policy_generates_and_takes_verified_weights(tmp_path):
 @pytest.mark.slow
 def test_one_actor_serves_both_roles_with_an_adapter_each(tmp_path):
     import ray
-    from peft import get_peft_model_state_dict
 
     tokenizer = tiny_tokenizer()
-    tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
-    lora = LoraSettings(rank=4, alpha=8)
-    trainer = HFEngine(tiny_model(tokenizer, seed=0))
-    trainer.add_adapter("generator", lora)
-    randomize_lora(trainer.lora.peft, seed=3, scale=0.5)
-    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
-    probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
-                  expected_logprobs=tuple(trainer.score(ids, 3, adapter="generator")))
-    weights = get_peft_model_state_dict(trainer.lora.peft, adapter_name="generator")
+    lora, weights, probe = _trained_adapter(tokenizer, "generator", 3, tmp_path / "model")
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         policy = shared_policy(str(tmp_path / "model"), lora=lora, engine="hf")
@@ -84,20 +75,11 @@ def test_one_actor_serves_both_roles_with_an_adapter_each(tmp_path):
 
 def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(tmp_path):
     import ray
-    from peft import get_peft_model_state_dict
 
-    from actors.policy import PolicySpec
     from cudarl.rl.policy_client import PolicyClient, PolicyUnavailable
 
     tokenizer = tiny_tokenizer()
-    tiny_model(tokenizer, seed=0).save_pretrained(tmp_path / "model")
-    lora = LoraSettings(rank=4, alpha=8)
-    trainer = HFEngine(tiny_model(tokenizer, seed=0))
-    trainer.add_adapter("optimizer", lora)
-    randomize_lora(trainer.lora.peft, seed=5, scale=0.5)
-    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
-    probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
-                  expected_logprobs=tuple(trainer.score(ids, 3, adapter="optimizer")))
+    lora, weights, probe = _trained_adapter(tokenizer, "optimizer", 5, tmp_path / "model")
     spec = PolicySpec(role="both", model=str(tmp_path / "model"), engine="hf", lora=lora)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
@@ -106,7 +88,7 @@ def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(t
         with pytest.raises(PolicyUnavailable, match="the policy actor failed to start: .*missing"):
             PolicyClient(PolicySpec(role="generator", model=str(tmp_path / "missing"), engine="hf"), timeout_s=120)
         client = PolicyClient(spec, cpus=1, timeout_s=120)
-        reference = ray.put(get_peft_model_state_dict(trainer.lora.peft, adapter_name="optimizer"))
+        reference = ray.put(weights)
         sync = client.update_weights(reference, 7, probe, adapter="optimizer")
         prompt = tokenizer.encode("class ModelNew(nn.Module):")
         settings = SamplingSettings(max_new_tokens=6, seed=0)
@@ -126,3 +108,19 @@ def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(t
     assert (before.weights_version, after.weights_version) == (7, 7)
     assert after.token_ids == before.token_ids and after.logprobs == pytest.approx(before.logprobs, abs=1e-5)
     assert versions[:2] == (7, 0) and versions[2].endswith("-2")  # the second actor of this client
+
+
+def _trained_adapter(tokenizer, role: str, seed: int, folder):
+    """A saved base model and, over it, one role's random (trained-looking) adapter: its settings,
+    peft tensors and the probe its log-probs must pass."""
+    from peft import get_peft_model_state_dict
+
+    tiny_model(tokenizer, seed=0).save_pretrained(folder)
+    lora = LoraSettings(rank=4, alpha=8)
+    trainer = HFEngine(tiny_model(tokenizer, seed=0))
+    trainer.add_adapter(role, lora)
+    randomize_lora(trainer.lora.peft, seed=seed, scale=0.5)
+    ids = tuple(tokenizer.encode("__global__ void add_kernel(const float* a)"))
+    probe = Probe(token_ids=ids, prompt_length=3, tolerance=1e-4,
+                  expected_logprobs=tuple(trainer.score(ids, 3, adapter=role)))
+    return lora, get_peft_model_state_dict(trainer.lora.peft, adapter_name=role), probe
