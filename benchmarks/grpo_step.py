@@ -11,11 +11,13 @@ its peak memory is its own, and a crash, an out-of-memory error or a timeout los
 
 - ``plain``: ``model(input_ids, labels=input_ids)`` forward, backward, ``torch.optim.AdamW`` step,
   ``zero_grad``; every weight trained, no process group.
-- ``cudarl full``: ``cudarl.rl.update.PolicyUpdater`` with no adapters (every weight trained), under
-  FSDP2 in a one-process group (NCCL on a GPU, gloo on a CPU), driven as ``train_loop_per_worker``
-  drives it on one rank: ``plan_step(ranks=1)``, then ``PolicyUpdater.step`` per step (one
-  micro-batch of ``--batch`` samples: fp32 log-probs of the response tokens, verl's PPO clip-high
-  loss, gradient clipping, AdamW). Samples: prompt ``--seq // 8`` tokens, the rest the response.
+- ``cudarl full``: ``cudarl.rl.update.PolicyUpdater`` with no adapters (every weight trained), in a
+  one-process group (NCCL on a GPU, gloo on a CPU; FSDP2 left out at one rank, the default),
+  driven as ``train_loop_per_worker`` drives it on one rank: ``plan_step(ranks=1)``, then
+  ``PolicyUpdater.step`` per step (one micro-batch of ``--batch`` samples: fp32 log-probs of the
+  response tokens, verl's PPO clip-high loss, gradient clipping, AdamW). Samples: prompt ``--seq // 8`` tokens, the rest the response.
+- ``cudarl full, FSDP2 on 1 rank``: the same with ``UpdaterSpec.shard_single_rank`` (the model wrapped
+  in FSDP2 although one rank has nothing to shard; off by default, this arm is why).
 - ``cudarl LoRA``: the same with a LoRA adapter per role (rank 16 on every projection, the trainer's
   defaults), the samples split between the two adapters (one micro-batch and one optimizer step each).
 
@@ -58,11 +60,12 @@ from rollout import QWEN_1_5B, TINY, build_model
 from run_metadata import ROOT, run_metadata
 from sft import run_arm_child  # reads the progress lines; the steady rate is sft.steady_rate's
 
-ARMS = {"plain HF step (full)": "plain", "cudarl GRPO step (full)": "full", "cudarl GRPO step (LoRA x2)": "lora"}
+ARMS = {"plain HF step (full)": "plain", "cudarl GRPO step (full)": "full",
+        "cudarl GRPO step (full, FSDP2 on 1 rank)": "full_fsdp", "cudarl GRPO step (LoRA x2)": "lora"}
 ROLES = ("generator", "optimizer")
 ADVANTAGES = (1.0, 0.5, -1.0, -0.5)  # cycled over the samples: nonzero, both signs within each adapter's half
 LEARNING_RATE = 1e-5  # UpdaterSpec's default, used by the plain arm too
-FLOPS_PER_PARAM_TOKEN = {"plain": 6, "full": 6, "lora": 4}
+FLOPS_PER_PARAM_TOKEN = {"plain": 6, "full": 6, "full_fsdp": 6, "lora": 4}
 
 
 def model_tflops(tokens_per_s: float, params: int, flops_per_param_token: int = 6) -> float:
@@ -97,7 +100,7 @@ def _plain_arm(folder: Path, ids, device: str, dtype: str):
     return step
 
 
-def _cudarl_arm(folder: Path, ids, device: str, dtype: str, lora: bool):
+def _cudarl_arm(folder: Path, ids, device: str, dtype: str, lora: bool, fsdp: bool = False):
     """cudarl's update step on one rank, as ``train_loop_per_worker`` runs it; returns the step function."""
     import torch.distributed as dist
 
@@ -111,7 +114,8 @@ def _cudarl_arm(folder: Path, ids, device: str, dtype: str, lora: bool):
     batch, seq = ids.shape
     adapters = ROLES if lora else ()
     spec = UpdaterSpec(
-        model=str(folder), adapters=adapters, learning_rate=LEARNING_RATE, micro_batch=batch, pad_id=0, dtype=dtype
+        model=str(folder), adapters=adapters, learning_rate=LEARNING_RATE, micro_batch=batch, pad_id=0, dtype=dtype,
+        shard_single_rank=fsdp,
     )
     updater = PolicyUpdater(spec, device=device)
     prompt = max(1, seq // 8)
@@ -171,7 +175,7 @@ def run_arm(arm: str, folder: Path, steps: int, batch: int, seq: int, profile_to
     step = (
         _plain_arm(folder, ids, device, dtype)
         if arm == "plain"
-        else _cudarl_arm(folder, ids, device, dtype, lora=arm == "lora")
+        else _cudarl_arm(folder, ids, device, dtype, lora=arm == "lora", fsdp=arm == "full_fsdp")
     )
     build_s = time.perf_counter() - started
     if device == "cuda":
@@ -254,23 +258,23 @@ def main() -> int:
                 row["share_of_peak"] = row["model_tflops"] / args.peak_tflops
                 row["flops_formula"] = f"{flops} * params * tokens/s"
             rows.append(row)
-    print(f"{'arm':30s} {'tokens/s':>10s} {'peak GiB':>9s} {'TFLOP/s':>8s} {'of peak':>8s}")
+    print(f"{'arm':40s} {'tokens/s':>10s} {'peak GiB':>9s} {'TFLOP/s':>8s} {'of peak':>8s}")
     for row in rows:
         if "error" in row:
             last = row["error"].strip().splitlines()[-1] if row["error"].strip() else ""
-            print(f"{row['arm']:30s} FAILED: {last}")
+            print(f"{row['arm']:40s} FAILED: {last}")
             continue
         rate = f"{row['tokens_per_s']:10.0f}" if row.get("tokens_per_s") else f"{'n/a':>10s}"
         memory = f"{row['peak_memory_gib']:9.2f}" if row.get("peak_memory_gib") else f"{'n/a':>9s}"
         tflops = f"{row['model_tflops']:8.2f}" if "model_tflops" in row else f"{'n/a':>8s}"
         share = f"{row['share_of_peak']:8.1%}" if "share_of_peak" in row else f"{'n/a':>8s}"
         note = f"  cut after step {row['steps_done']} ({row['cut']})" if "cut" in row else ""
-        print(f"{row['arm']:30s} {rate} {memory} {tflops} {share}{note}")
+        print(f"{row['arm']:40s} {rate} {memory} {tflops} {share}{note}")
     by = {row["kind"]: row for row in rows if row.get("tokens_per_s")}
     ratios = {}
     if "plain" in by:
         plain = by["plain"]
-        for kind in ("full", "lora"):
+        for kind in ("full", "full_fsdp", "lora"):
             if kind in by:
                 ratios[f"cudarl_{kind}_vs_plain"] = by[kind]["tokens_per_s"] / plain["tokens_per_s"]
                 if by[kind].get("peak_memory_gib") and plain.get("peak_memory_gib"):

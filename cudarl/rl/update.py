@@ -53,6 +53,10 @@ class UpdaterSpec:
     """Seed of the adapters' initialization (every rank starts from the same weights; a rerun too)."""
     start_version: int = 0
     """The engines' current weights version; the first update exports ``start_version + 1``."""
+    shard_single_rank: bool = False
+    """FSDP2 even when the process group has one rank. Off by default: one rank has nothing to
+    shard, and FSDP2 then only adds cost (AdamW and clipping dispatched on DTensors, gradients cast
+    to fp32 for a reduce over one rank); ``benchmarks/grpo_step.py`` measures both."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
 
 
@@ -73,7 +77,7 @@ class PolicyUpdater:
             model = get_peft_model(model, config, adapter_name=spec.adapters[0])
             for name in spec.adapters[1:]:
                 model.add_adapter(name, config)
-        self.model = _shard(model.to(device), spec.dtype, device)
+        self.model = _shard(model.to(device), spec.dtype, device, spec.shard_single_rank)
         self.model.train()
         self._optimizers = {name: self._optimizer(name) for name in (spec.adapters or (None,))}
 
@@ -259,8 +263,9 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _shard(model, dtype: str, device: str):
-    """FSDP2: each decoder block its own unit, then the root (only inside a process group), on a
+def _shard(model, dtype: str, device: str, single_rank: bool = False):
+    """FSDP2: each decoder block its own unit, then the root (only inside a process group of
+    several ranks, or of one when ``single_rank``), on a
     device mesh of ``device``'s type (FSDP2's default mesh is CUDA's wherever a GPU is visible,
     which moved a CPU worker's parameters to the GPU while its batches stayed on the CPU). With
     bf16 parameters, gradients are reduced across ranks in fp32 (summing many bf16 gradients
@@ -269,6 +274,9 @@ def _shard(model, dtype: str, device: str):
         return model
     import torch
     import torch.distributed as dist
+
+    if dist.get_world_size() == 1 and not single_rank:
+        return model
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
