@@ -15,7 +15,8 @@ its peak memory is its own, and a crash, an out-of-memory error or a timeout los
   one-process group (NCCL on a GPU, gloo on a CPU; FSDP2 left out at one rank, the default),
   driven as ``train_loop_per_worker`` drives it on one rank: ``plan_step(ranks=1)``, then
   ``PolicyUpdater.step`` per step (one micro-batch of ``--batch`` samples: fp32 log-probs of the
-  response tokens, verl's PPO clip-high loss, gradient clipping, AdamW). Samples: prompt ``--seq // 8`` tokens, the rest the response.
+  response tokens, verl's PPO clip-high loss, gradient clipping, AdamW).
+  Samples: prompt ``--seq // 8`` tokens, the rest the response.
 - ``cudarl full, FSDP2 on 1 rank``: the same with ``UpdaterSpec.shard_single_rank`` (the model wrapped
   in FSDP2 although one rank has nothing to shard; off by default, this arm is why).
 - ``cudarl LoRA``: the same with a LoRA adapter per role (rank 16 on every projection, the trainer's
