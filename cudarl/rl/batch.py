@@ -13,6 +13,7 @@ covered: the update itself (``update``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -100,22 +101,79 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    temperature: float = 1.0) -> torch.Tensor:
     """The model's log-prob of each next token, (samples, L - 1), in fp32, under the sampling
     ``temperature`` (the engine's log-probs are of the tempered distribution it sampled from,
-    so the ratio must compare like with like)."""
+    so the ratio must compare like with like).
+
+    Where the decoder and the output head can be called apart (``decoder_and_head``), the head
+    runs per chunk of positions on the final hidden states, so the (samples, L, vocab) logits
+    never exist whole: slicing a whole logits tensor into chunks costs, in the backward pass, a
+    zero-filled full-size gradient per chunk (about a tenth of the 1.5B update's time at
+    4 x 4096 positions, measured by ``benchmarks/grpo_step.py --profile-dir``). A model sharded by
+    FSDP2 takes the whole forward instead: its root unit gathers the embeddings and the head
+    only inside its own ``forward``; so does a model whose forward is more than the two."""
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     targets = input_ids[:, 1:]
+    parts = decoder_and_head(model, input_ids)
+    if parts is None:
+        scores = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        head = None
+    else:
+        decoder, head = parts
+        scores = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
 
-    def chosen(piece: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:  # log_softmax(x)[t] = x[t] - logsumexp(x)
-        piece = piece.float() if temperature == 1.0 else piece.float() / temperature
-        return piece.gather(-1, wanted[..., None]).squeeze(-1) - torch.logsumexp(piece, dim=-1)
+    def chosen(logits: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:  # log_softmax(x)[t] = x[t] - logsumexp(x)
+        logits = logits.float() if temperature == 1.0 else logits.float() / temperature
+        return logits.gather(-1, wanted[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
-    # Position chunks, each recomputed in the backward pass instead of kept: the fp32 copies of a
-    # (samples, L, vocab) logits tensor would otherwise all stay alive (about 10 GB at 4 x 4096
-    # positions and a 152k vocabulary); this way one chunk's is.
-    pieces = [checkpoint(chosen, logits[:, start:start + LOGPROB_CHUNK], targets[:, start:start + LOGPROB_CHUNK],
-                         use_reentrant=False) if torch.is_grad_enabled() else
-              chosen(logits[:, start:start + LOGPROB_CHUNK], targets[:, start:start + LOGPROB_CHUNK])
-              for start in range(0, targets.shape[1], LOGPROB_CHUNK)]
+    # Position chunks whose fp32 work is recomputed in the backward pass instead of kept: the
+    # fp32 copies of a (samples, L, vocab) logits tensor would otherwise all stay alive (about
+    # 10 GB at 4 x 4096 positions and a 152k vocabulary); this way one chunk's is. The head's
+    # bf16 output per chunk is kept (recomputing it too would cost another head matmul).
+    pieces = []
+    for start in range(0, targets.shape[1], LOGPROB_CHUNK):
+        piece = scores[:, start:start + LOGPROB_CHUNK]
+        logits = piece if head is None else head(piece)
+        wanted = targets[:, start:start + LOGPROB_CHUNK]
+        pieces.append(checkpoint(chosen, logits, wanted, use_reentrant=False) if torch.is_grad_enabled()
+                      else chosen(logits, wanted))
     return torch.cat(pieces, dim=1)
+
+
+_SPLIT_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""model -> whether its decoder and head, called apart, gave its own logits (checked once)."""
+
+
+def decoder_and_head(model, probe_ids: torch.Tensor | None = None) -> tuple | None:
+    """The model's decoder (returning ``last_hidden_state``) and output head, to be called apart,
+    or None where they must not be: an FSDP2-sharded model, one without the two, or one whose
+    forward does more than ``head(decoder(...))`` (a logit scale or soft cap). The last is
+    checked, not assumed: at first use, on a few of ``probe_ids``' positions in eval mode, the
+    split logits must equal the forward's."""
+    import torch
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        return None
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get_decoder = getattr(inner, "get_decoder", None)
+    get_head = getattr(inner, "get_output_embeddings", None)
+    if get_decoder is None or get_head is None:
+        return None
+    decoder, head = get_decoder(), get_head()
+    if decoder is None or head is None or decoder is inner:
+        return None
+    if model not in _SPLIT_CHECKED:
+        if probe_ids is None:
+            return None
+        probe = probe_ids[:1, :16]
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                whole = model(input_ids=probe).logits.float()
+                split = head(decoder(input_ids=probe).last_hidden_state).float()
+        finally:
+            model.train(was_training)
+        _SPLIT_CHECKED[model] = whole.shape == split.shape and torch.allclose(whole, split, rtol=1e-2, atol=1e-2)
+    return (decoder, head) if _SPLIT_CHECKED[model] else None

@@ -68,3 +68,62 @@ def test_inconsistent_samples_are_refused():
         TrainSample(token_ids=(1, 2, 3), prompt_length=1, old_logprobs=(-1.0,), advantage=0.0, weights_version=0)
     with pytest.raises(ValueError, match="needs a prompt and a response"):
         TrainSample(token_ids=(1, 2), prompt_length=2, old_logprobs=(), advantage=0.0, weights_version=0)
+
+
+def _tiny_qwen(seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    return Qwen2ForCausalLM(config)
+
+
+def _through_the_whole_forward(model, ids, temperature):
+    logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, :-1].float() / temperature
+    return torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_split_head_log_probs_and_gradients_equal_the_whole_forwards(lora, monkeypatch):
+    import cudarl.rl.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "LOGPROB_CHUNK", 5)  # several chunks, the last one short
+    model = _tiny_qwen()
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    ids = torch.randint(0, 64, (3, 17))
+    assert batch_module.decoder_and_head(model, ids) is not None  # the split path is the one under test
+    got = token_logprobs(model, ids, torch.ones_like(ids), temperature=0.7)
+    got.sum().backward()
+    got_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad()
+    want = _through_the_whole_forward(model, ids, 0.7)
+    want.sum().backward()
+    assert got.shape == (3, 16)
+    assert torch.allclose(got, want, atol=1e-5)
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            assert torch.allclose(got_grads[name], parameter.grad, atol=1e-5), name
+
+
+def test_a_model_whose_forward_scales_its_logits_takes_the_whole_forward():
+    from transformers import Qwen2ForCausalLM
+
+    import cudarl.rl.batch as batch_module
+
+    class Scaled(Qwen2ForCausalLM):  # a forward that is more than head(decoder(...)), as logit scaling is
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = out.logits * 3.0
+            return out
+
+    base = _tiny_qwen()
+    model = Scaled(base.config)
+    model.load_state_dict(base.state_dict())
+    ids = torch.randint(0, 64, (2, 9))
+    assert batch_module.decoder_and_head(model, ids) is None
+    assert torch.allclose(token_logprobs(model, ids, torch.ones_like(ids)), _through_the_whole_forward(model, ids, 1.0),
+                          atol=1e-5)
