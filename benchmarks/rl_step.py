@@ -31,7 +31,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rollout import QWEN_1_5B, TINY
+from rollout import QWEN_1_5B, TINY, build_model
 from run_metadata import ROOT, run_metadata
 
 PHASES = ("rollout", "judge", "update", "sync", "step")
@@ -66,13 +66,12 @@ def build_tokenizer(texts: list[str], vocab_size: int, trained: int = 4000):
 def build_policy_folder(folder: Path, shape: dict, texts: list[str]) -> int:
     """Model (random weights, bf16) and tokenizer saved in ``folder``; the parameter count."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = build_tokenizer(texts, shape["vocab_size"])
     tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = Qwen2Config(**shape, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model = build_model(shape, "cpu", torch.bfloat16)  # the rollout benchmark's model, ended by our end of turn
+    for config in (model.config, model.generation_config):
+        config.eos_token_id, config.pad_token_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     model.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())
 
