@@ -60,7 +60,7 @@ def test_a_tiny_run_measures_every_arm(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert [row["kind"] for row in report["rows"]] == ["plain", "full", "lora"]
+    assert [row["kind"] for row in report["rows"]] == ["plain", "full", "full_fsdp", "lora"]
     for row in report["rows"]:
         assert "error" not in row, row["error"]
         assert row["tokens_per_s"] > 0 and row["steps_done"] == 3
