@@ -39,6 +39,9 @@ every step, in the ``seconds`` record of each line of ``steps.jsonl`` in its out
 update, sync and the whole step; judge too where the driver times it apart from rollout). Read the
 split from such a run.
 
+``--arms plain,full,plain,full``: only these arms, in this order; an arm named twice runs twice and
+its ratio uses the mean of its runs (interleaving the arms spreads a machine's drift over both).
+
 ``--profile-dir DIR``: each arm then runs one more step (not timed) under torch's profiler and
 writes its operators by total time to ``DIR/<arm>.txt``, to see where the arms differ.
 
@@ -222,12 +225,18 @@ def main() -> int:
     parser.add_argument("--commit", default=None, help="the tree's commit where it has no git history")
     parser.add_argument("--out", default=None)
     parser.add_argument("--profile-dir", default=None, help="profile one extra step of each arm; tables here")
+    parser.add_argument("--arms", default=",".join(ARMS.values()),
+                        help=f"comma-separated arms to run, in this order (default all: {','.join(ARMS.values())})")
     parser.add_argument("--arm", choices=sorted(set(ARMS.values())), help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.seq = args.seq or (256 if args.tiny else 4096)
     if args.steps < 1 or args.batch < 1 or args.seq < 2:
         parser.error("--steps and --batch must be at least 1, --seq at least 2")
+    chosen = [kind.strip() for kind in args.arms.split(",") if kind.strip()]
+    unknown = sorted(set(chosen) - set(ARMS.values()))
+    if unknown or not chosen:
+        parser.error(f"--arms: unknown arm(s) {unknown}; choose from {','.join(ARMS.values())}")
     if args.arm:
         profile_to = Path(args.profile_dir) / f"{args.arm}.txt" if args.profile_dir else None
         row = run_arm(args.arm, Path(args.folder), args.steps, args.batch, args.seq, profile_to)
@@ -245,7 +254,8 @@ def main() -> int:
         params = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
         model.save_pretrained(folder)  # PolicyUpdater reads only the model: no tokenizer needed
         del model
-        for name, arm in ARMS.items():
+        names = {kind: name for name, kind in ARMS.items()}
+        for name, arm in ((names[kind], kind) for kind in chosen):
             sizes = ["--steps", str(args.steps), "--batch", str(args.batch), "--seq", str(args.seq)]
             command = [sys.executable, __file__, "--arm", arm, "--folder", str(folder), *sizes]
             command += ["--profile-dir", str(Path(args.profile_dir).resolve())] if args.profile_dir else []
@@ -271,7 +281,13 @@ def main() -> int:
         share = f"{row['share_of_peak']:8.1%}" if "share_of_peak" in row else f"{'n/a':>8s}"
         note = f"  cut after step {row['steps_done']} ({row['cut']})" if "cut" in row else ""
         print(f"{row['arm']:40s} {rate} {memory} {tflops} {share}{note}")
-    by = {row["kind"]: row for row in rows if row.get("tokens_per_s")}
+    by = {}  # per arm: its rows' mean tokens/s and largest peak (an arm named twice in --arms ran twice)
+    for row in rows:
+        if row.get("tokens_per_s"):
+            same = [r for r in rows if r["kind"] == row["kind"] and r.get("tokens_per_s")]
+            peaks = [r["peak_memory_gib"] for r in same if r.get("peak_memory_gib")]
+            by[row["kind"]] = {"tokens_per_s": sum(r["tokens_per_s"] for r in same) / len(same),
+                               "peak_memory_gib": max(peaks) if peaks else None}
     ratios = {}
     if "plain" in by:
         plain = by["plain"]
@@ -290,6 +306,7 @@ def main() -> int:
     out = Path(args.out or ROOT / "benchmarks" / "results" / filename)
     settings = {
         "steps": args.steps,
+        "arms": chosen,
         "warmup_steps": args.warmup_steps,
         "batch": args.batch,
         "seq": args.seq,

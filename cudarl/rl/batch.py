@@ -98,10 +98,15 @@ LOGPROB_CHUNK = 512
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   temperature: float = 1.0) -> torch.Tensor:
+                   temperature: float = 1.0, from_column: int = 0) -> torch.Tensor:
     """The model's log-prob of each next token, (samples, L - 1), in fp32, under the sampling
     ``temperature`` (the engine's log-probs are of the tempered distribution it sampled from,
     so the ratio must compare like with like).
+
+    ``from_column``: the first column wanted (the shortest prompt's length - 1 in a batch of
+    samples: the loss masks every column before it). Those columns are zeros without gradient
+    and the output head and log-softmax skip them (with a prompt of an eighth of the sequence,
+    an eighth of the head's work and of its fp32 work tensors); the decoder still reads them.
 
     Where the decoder and the output head can be called apart (``decoder_and_head``), the head
     runs per chunk of positions on the final hidden states, so the (samples, L, vocab) logits
@@ -113,6 +118,9 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     import torch
     from torch.utils.checkpoint import checkpoint
 
+    columns = input_ids.shape[1] - 1
+    if not 0 <= from_column < columns:
+        raise ValueError(f"from_column {from_column} outside the {columns} predicted positions")
     targets = input_ids[:, 1:]
     parts = decoder_and_head(model, input_ids)
     if parts is None:
@@ -130,8 +138,8 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     # fp32 copies of a (samples, L, vocab) logits tensor would otherwise all stay alive (about
     # 10 GB at 4 x 4096 positions and a 152k vocabulary); this way one chunk's is. The head's
     # bf16 output per chunk is kept (recomputing it too would cost another head matmul).
-    pieces = []
-    for start in range(0, targets.shape[1], LOGPROB_CHUNK):
+    pieces = [torch.zeros(input_ids.shape[0], from_column, dtype=torch.float32, device=input_ids.device)]
+    for start in range(from_column, columns, LOGPROB_CHUNK):
         piece = scores[:, start:start + LOGPROB_CHUNK]
         logits = piece if head is None else head(piece)
         wanted = targets[:, start:start + LOGPROB_CHUNK]

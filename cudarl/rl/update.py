@@ -134,10 +134,11 @@ class PolicyUpdater:
                 part = rows[index * self.spec.micro_batch:(index + 1) * self.spec.micro_batch]
                 batch = collate(part, self.spec.pad_id) if part else _empty_batch(self.spec.pad_id)
                 batch = {k: v.to(self.device) for k, v in batch.items()}
+                first = min(s.prompt_length for s in part) - 1 if part else 0
                 logprobs = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"],
-                                          self.spec.temperature)
+                                          self.spec.temperature, from_column=first)
                 loss, terms = policy_loss(logprobs, batch["old_logprobs"], batch["advantages"], batch["response_mask"],
-                                          self.spec.algorithm, step_plan.counts, self._reference(batch))
+                                          self.spec.algorithm, step_plan.counts, self._reference(batch, first))
                 loss.backward()
                 metrics["loss"] += float(loss.detach())
                 for name, value in terms.items():
@@ -155,7 +156,7 @@ class PolicyUpdater:
         self.version += 1
         return metrics
 
-    def _reference(self, batch: dict):
+    def _reference(self, batch: dict, from_column: int = 0):
         """The reference policy's log-probs for the KL penalty: the base model, adapters off (no
         second copy); None when the penalty is off."""
         if self.spec.algorithm.kl_coef <= 0:
@@ -165,7 +166,8 @@ class PolicyUpdater:
         import torch
 
         with torch.no_grad(), self.model.disable_adapter():
-            return token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.spec.temperature)
+            return token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.spec.temperature,
+                                  from_column=from_column)
 
     def weights(self, adapter: str | None = None) -> dict:
         """Full CPU tensors of ``adapter`` (peft's names) or of the whole model (collective)."""
@@ -191,7 +193,8 @@ class PolicyUpdater:
         self._use(adapter if self.spec.adapters else None)
         ids = torch.tensor([list(token_ids)], device=self.device)
         with torch.no_grad():
-            values = token_logprobs(self.model, ids, torch.ones_like(ids))[0, prompt_length - 1:]
+            values = token_logprobs(self.model, ids, torch.ones_like(ids), from_column=prompt_length - 1)
+            values = values[0, prompt_length - 1:]
         return values.float().cpu().tolist()
 
     def save(self, folder: str) -> None:

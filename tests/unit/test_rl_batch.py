@@ -127,3 +127,29 @@ def test_a_model_whose_forward_scales_its_logits_takes_the_whole_forward():
     assert batch_module.decoder_and_head(model, ids) is None
     assert torch.allclose(token_logprobs(model, ids, torch.ones_like(ids)), _through_the_whole_forward(model, ids, 1.0),
                           atol=1e-5)
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_columns_before_from_column_are_skipped_and_the_rest_equal_the_whole_forwards(split, monkeypatch):
+    import cudarl.rl.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "LOGPROB_CHUNK", 4)
+    if not split:
+        monkeypatch.setattr(batch_module, "decoder_and_head", lambda model, ids=None: None)
+    model = _tiny_qwen(seed=1)
+    ids = torch.randint(0, 64, (2, 15))
+    mask = torch.zeros(2, 14)
+    mask[:, 6:] = 1.0  # the loss's columns: a prompt of 7 tokens
+    got = token_logprobs(model, ids, torch.ones_like(ids), from_column=6)
+    (got * mask).sum().backward()
+    got_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    want = _through_the_whole_forward(model, ids, 1.0)
+    (want * mask).sum().backward()
+    assert got.shape == (2, 14)
+    assert torch.equal(got[:, :6], torch.zeros(2, 6))
+    assert torch.allclose(got[:, 6:], want[:, 6:], atol=1e-5)
+    for name, parameter in model.named_parameters():
+        assert torch.allclose(got_grads[name], parameter.grad, atol=1e-5), name
+    with pytest.raises(ValueError, match="from_column 14 outside the 14 predicted positions"):
+        token_logprobs(model, ids, torch.ones_like(ids), from_column=14)
