@@ -111,6 +111,11 @@ class TrainConfig(_Section):
     """End an episode once a correct candidate reaches this speedup (None: every turn runs)."""
     full_finetune: bool = False
     """Train every weight of one policy instead of a LoRA adapter per role."""
+    init_adapters: str | None = None
+    """The warm start's output folder (``cudarl sft --out``): its ``generator/`` and ``optimizer/``
+    adapters start the run as weights version 1, in the update workers and in the engine (checked
+    on a probe). A role without a folder there starts fresh. None: both start fresh (version 0).
+    Their LoRA rank and alpha must equal ``lora_rank`` and ``lora_alpha``."""
     lora_rank: int = Field(default=16, ge=1, le=1024)
     """Rank of each role's adapter (the warm start's adapters must match)."""
     lora_alpha: int = Field(default=32, ge=1)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from cudarl.config import CudarlConfig
 from cudarl.rl.group import UpdateGroup
+from cudarl.rl.initial_weights import WARM_START_VERSION, load_into_engine, restore_engine, warm_start_folders
 from cudarl.rl.step_log import StepLog, StepRecord
 from cudarl.rl.update import UpdaterSpec
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
@@ -116,9 +117,11 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
                               "enforce_eager": train.vllm_enforce_eager,
                               "max_lora_rank": _vllm_lora_rank(train.lora_rank)})
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    initial = warm_start_folders(train.init_adapters, ROLES, lora)  # refused here, before any worker starts
     spec = UpdaterSpec(model=train.model, adapters=ROLES if lora else (), lora=lora or LoraSettings(),
                        learning_rate=train.learning_rate, micro_batch=train.micro_batch, pad_id=pad_id,
                        dtype=train.dtype, temperature=train.temperature, seed=train.seed,
+                       start_version=WARM_START_VERSION if initial else 0, init_adapters=initial,
                        algorithm=config.algorithm)
     import ray
 
@@ -154,7 +157,7 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         state = json.loads((checkpoint / "state.json").read_text())
         ray.get(curriculum.load_state_dict.remote(state["curriculum"]))
         first_step = state["step"]
-        _restore_engine(engine, checkpoint, lora, state)
+        restore_engine(engine, checkpoint, lora, state)
     if resume:
         _keep_log_lines(out / "steps.jsonl", before=first_step)
     group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank,
@@ -163,6 +166,13 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         group.stop()
         raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
                            f"adapters {state['weights_version']}")
+    if checkpoint is None and spec.init_adapters:
+        on_phase(first_step, "warm start: adapters into the engine")
+        try:
+            load_into_engine(engine, group, chat, spec.init_adapters, _sync_tolerance(train.dtype))
+        except BaseException:
+            group.stop()
+            raise
     log = StepLog(out, ray.get(curriculum.tiers.remote()), tensorboard=train.tensorboard,
                   wandb_project=train.wandb_project)
     run = _Run(config, engine, chat, judge, curriculum, aggregator, group, lora, on_phase)
@@ -278,7 +288,7 @@ class _Run:
         stats, (probe_ids, prompt_length), result, update_seconds = updated
         self.on_phase(rollout.step, "sync")
         started = time.perf_counter()
-        tolerance = 1e-3 if self.config.train.dtype == "float32" else 0.02
+        tolerance = _sync_tolerance(self.config.train.dtype)
         sync_errors, probes = {}, {}
         for adapter, weights in result.weights.items():  # object references: the actor fetches them
             probe = probes[adapter] = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
@@ -292,6 +302,11 @@ class _Run:
                                                        "step": ended - step_started},
                             overlapped=rollout.overlapped, retries=rollout.retries)
         return record, result, probes
+
+
+def _sync_tolerance(dtype: str) -> float:
+    """The probe's tolerance on the mean log-prob difference between trainer and engine."""
+    return 1e-3 if dtype == "float32" else 0.02
 
 
 def _staging(out: Path, step: int) -> Path:
@@ -315,30 +330,6 @@ def latest_checkpoint(out: Path) -> Path | None:
     whole = [folder for folder in (out / "checkpoints").glob("step-*")
              if not folder.name.endswith(".partial") and (folder / "state.json").is_file()]
     return max(whole, key=lambda folder: int(folder.name.removeprefix("step-")), default=None)
-
-
-def _restore_engine(engine, checkpoint: Path, lora: LoraSettings | None, state: dict) -> None:
-    """The engine back on the checkpoint's weights, under its version, each checked on the probe
-    the trainer scored with exactly these weights when the checkpoint's step synced them."""
-    version, probes = state["weights_version"], state.get("probes", {})
-    if lora is None:
-        from safetensors.torch import load_file
-
-        engine.update_weights(load_file(str(checkpoint / "model.safetensors")), version,
-                              probe=_probe_from_json(probes.get("model")))
-        return
-    from cudarl.rollout.adapters import read_adapter_folder
-
-    for role in ROLES:
-        _, weights = read_adapter_folder(checkpoint / role)
-        engine.update_weights(weights, version, probe=_probe_from_json(probes.get(role)), adapter=role)
-
-
-def _probe_from_json(saved: dict | None) -> Probe | None:
-    if saved is None:  # a checkpoint written before probes were kept
-        return None
-    return Probe(tuple(saved["token_ids"]), saved["prompt_length"], tuple(saved["expected_logprobs"]),
-                 saved["tolerance"])
 
 
 def _keep_log_lines(log: Path, before: int) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from cudarl.rl.batch import TrainSample, batch_counts, deal
-from cudarl.rl.train_loop import UpdateJob, UpdateResult, train_loop_per_worker
+from cudarl.rl.train_loop import ProbeJob, UpdateJob, UpdateResult, train_loop_per_worker
 from cudarl.rl.update import StepPlan, UpdaterSpec
 
 
@@ -123,6 +123,15 @@ class UpdateGroup:
         assert kind == "result"
         self.version = result.version
         return result
+
+    def probe(self, token_ids: Sequence[int], prompt_length: int, timeout_s: float = 600.0) -> dict:
+        """The trainer's log-probs of ``token_ids[prompt_length:]`` per adapter (None: the whole
+        model) on its current weights, no step taken."""
+        for inbox in self.inboxes:
+            inbox.put(ProbeJob(probe=(tuple(token_ids), prompt_length)))
+        kind, probes = self._receive(timeout_s, "scoring a probe")
+        assert kind == "probe"
+        return probes
 
     def stop(self, timeout_s: float = 120.0) -> None:
         for inbox in self.inboxes:

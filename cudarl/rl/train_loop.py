@@ -30,6 +30,15 @@ class UpdateJob:
 
 
 @dataclass(frozen=True)
+class ProbeJob:
+    """Score a probe on the current weights without a step (every rank gets one: under FSDP2 the
+    scoring is a collective); rank 0 answers ``("probe", {adapter: log-probs})``. How the driver
+    checks weights the engine took from elsewhere (the warm start's adapters)."""
+
+    probe: tuple[tuple[int, ...], int]
+
+
+@dataclass(frozen=True)
 class UpdateResult:
     """Rank 0's report of a step: what to push to the engines, and how to check it."""
 
@@ -71,9 +80,15 @@ def train_loop_per_worker(config: dict) -> None:
     if rank == 0:
         outbox.put(("ready", updater.version))
     while True:
-        job: UpdateJob | None = inbox.get()
+        job: UpdateJob | ProbeJob | None = inbox.get()
         if job is None:
             return
+        if isinstance(job, ProbeJob):
+            names = tuple(spec.adapters) or (None,)
+            probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in names}
+            if rank == 0:
+                outbox.put(("probe", probes))
+            continue
         started = time.perf_counter()
         metrics = updater.step(job.samples, job.plan)
         stepped = time.perf_counter() - started

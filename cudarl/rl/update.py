@@ -53,6 +53,9 @@ class UpdaterSpec:
     """Seed of the adapters' initialization (every rank starts from the same weights; a rerun too)."""
     start_version: int = 0
     """The engines' current weights version; the first update exports ``start_version + 1``."""
+    init_adapters: tuple[tuple[str, str], ...] = ()
+    """(adapter, peft folder) pairs whose weights start those adapters (the warm start's output)
+    instead of a fresh initialization; each folder's LoRA shape must equal ``lora``."""
     shard_single_rank: bool = False
     """FSDP2 even when the process group has one rank. Off by default: one rank has nothing to
     shard, and FSDP2 then only adds cost (AdamW and clipping dispatched on DTensors, gradients cast
@@ -77,6 +80,7 @@ class PolicyUpdater:
             model = get_peft_model(model, config, adapter_name=spec.adapters[0])
             for name in spec.adapters[1:]:
                 model.add_adapter(name, config)
+            _load_initial_adapters(model, spec)
         self.model = _shard(model.to(device), spec.dtype, device, spec.shard_single_rank)
         self.model.train()
         self._optimizers = {name: self._optimizer(name) for name in (spec.adapters or (None,))}
@@ -243,6 +247,33 @@ def _summed_over_ranks(metrics: dict[str, float], device) -> dict[str, float]:
     summed = dict(zip(names, values.tolist()))
     summed["loss"] /= dist.get_world_size()
     return metrics | summed
+
+
+def _load_initial_adapters(model, spec: UpdaterSpec) -> None:
+    """Each of ``spec.init_adapters`` into its adapter; refused, naming the folder, when its shape
+    differs from the run's or when any of the adapter's tensors would stay as initialized."""
+    from pathlib import Path
+
+    from peft import set_peft_model_state_dict
+
+    from cudarl.rollout.adapters import read_adapter_folder
+
+    for name, folder in spec.init_adapters:
+        if name not in spec.adapters:
+            raise ValueError(f"{folder}: an initial adapter for {name!r}, which the run does not train "
+                             f"(adapters: {list(spec.adapters)})")
+        settings, weights = read_adapter_folder(Path(folder))
+        if settings != spec.lora:
+            raise ValueError(f"{folder}: LoRA rank {settings.rank}, alpha {settings.alpha} on "
+                             f"{list(settings.target_modules)}; the run's adapters are rank {spec.lora.rank}, "
+                             f"alpha {spec.lora.alpha} on {list(spec.lora.target_modules)} (train.lora_rank, "
+                             "train.lora_alpha must match the warm start's)")
+        result = set_peft_model_state_dict(model, weights, adapter_name=name)
+        untouched = [key for key in result.missing_keys if "lora_" in key and f".{name}." in key]
+        if untouched or result.unexpected_keys:
+            first = (untouched or result.unexpected_keys)[0]
+            raise ValueError(f"{folder}: its tensors do not fit the model's {name!r} adapter "
+                             f"({len(untouched)} left unset, {len(result.unexpected_keys)} unknown; first: {first})")
 
 
 def _empty_batch(pad_id: int) -> dict:

@@ -62,3 +62,40 @@ def test_a_checkpoint_with_an_adapter_that_never_stepped_loads_back_exactly(mode
     for name in ("generator", "optimizer"):
         expected, got = original.weights(name), restored.weights(name)
         assert all(torch.equal(expected[k], got[k]) for k in expected), name
+
+
+def test_warm_start_adapters_start_the_updater_and_a_wrong_shape_is_refused(model_folder, tmp_path):
+    from dataclasses import replace
+
+    from cudarl.rl.initial_weights import warm_start_folders
+    from cudarl.rollout.adapters import save_adapter_folder
+    from tests.fixtures.tiny_lm import randomize_lora
+
+    lora = LoraSettings(rank=4, alpha=8, target_modules=("q_proj", "v_proj"))  # adapter folders hold LoRA tensors only
+    trained = PolicyUpdater(replace(_spec(model_folder), lora=lora))
+    randomize_lora(trained.model, seed=3, scale=0.05, adapter="generator")
+    wanted = trained.weights("generator")
+    save_adapter_folder(wanted, trained.spec.lora, tmp_path / "sft" / "generator")
+    folders = warm_start_folders(str(tmp_path / "sft"), ("generator", "optimizer"), trained.spec.lora)
+    assert folders == (("generator", str(tmp_path / "sft" / "generator")),)  # no optimizer folder: it starts fresh
+    started = PolicyUpdater(replace(_spec(model_folder), lora=lora, init_adapters=folders, start_version=1, seed=9))
+    got = started.weights("generator")
+    assert set(got) == set(wanted) and all(torch.equal(got[k], wanted[k]) for k in wanted)
+    assert started.version == 1
+    fresh = started.weights("optimizer")
+    assert all(torch.count_nonzero(v) == 0 for k, v in fresh.items() if "lora_B" in k)
+    # the probe the driver checks the engine against: the trainer's own log-probs with these weights
+    ids = (20, 21, 22, 5, 6)
+    assert started.probe_logprobs(ids, 3, adapter="generator") == trained.probe_logprobs(ids, 3, adapter="generator")
+
+    other = LoraSettings(rank=8, alpha=16, target_modules=("q_proj", "v_proj"))
+    with pytest.raises(ValueError, match="is LoRA rank 4, alpha 8 .* the run's is rank 8, alpha 16"):
+        warm_start_folders(str(tmp_path / "sft"), ("generator",), other)
+    with pytest.raises(ValueError, match="holds no adapter of"):
+        warm_start_folders(str(tmp_path), ("generator",), trained.spec.lora)
+    with pytest.raises(ValueError, match="is not a folder"):
+        warm_start_folders(str(tmp_path / "missing"), ("generator",), trained.spec.lora)
+    with pytest.raises(ValueError, match="needs adapters"):
+        warm_start_folders(str(tmp_path / "sft"), ("generator",), None)
+    with pytest.raises(ValueError, match="does not train"):
+        PolicyUpdater(replace(_spec(model_folder), lora=lora, adapters=("optimizer",), init_adapters=folders))

@@ -25,6 +25,7 @@ PACKAGES = ("cudarl", "actors")
 # Longest prefix wins; a module may import its own layer or any lower one.
 LAYERS = {
     "cudarl.cli": 60,
+    "cudarl.demo": 55,  # the demo: a tiny model, the warm start and the RL run on the pool, one after another
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
     "cudarl.rl.driver": 45,  # the RL run: engine, episodes, update workers (the judge is passed in)

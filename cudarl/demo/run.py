@@ -1,0 +1,140 @@
+"""``cudarl demo``: the whole system on an embedded default, in minutes on a CPU. A local Ray;
+the model (``--model``, or a tiny one built here: no hub needed); the warm start on the demo's
+pairs (``cudarl.demo.plan``); then multi-turn GRPO against the real tester pool, the warm start's
+adapters as the first weights. With a GPU the verdicts are full (correctness, timing); without
+one they stop after compiling and loading, which the first lines and the report say.
+
+Outputs under ``--out``: ``model/`` (a tiny model, when built), ``data/pairs.jsonl``, ``sft/``
+(adapters, loss curves), ``train/`` (``steps.jsonl``, checkpoints) and ``report/`` (summary,
+plots, best kernels; ``cudarl.demo.report``).
+
+Covered: the phases in order with progress output and the report. Not covered: anything a real
+run needs beyond the demo's size (see the README: from the demo to a cluster run).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What ``cudarl demo`` was asked for."""
+
+    out: Path
+    """Output folder (must not hold an earlier demo's training)."""
+    steps: int = 3
+    """GRPO steps."""
+    sft_steps: int = 150
+    """Warm-start optimizer steps per role."""
+    model: str | None = None
+    """Hub id or local folder of a real model; None: a tiny model built here."""
+    config: str | None = None
+    """A TOML config file whose settings override the demo's."""
+    address: str | None = None
+    """A Ray cluster to run on (None: a local Ray started here)."""
+
+
+@dataclass
+class DemoResult:
+    """What the demo did, for the table and the caller."""
+
+    has_gpu: bool
+    model: str
+    tiny: bool
+    rows: list[dict] = field(default_factory=list)
+    best: dict = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    report: Path | None = None
+
+
+def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
+             show_step: Callable[[object], None] | None = None,
+             on_phase: Callable[[int, str], None] | None = None) -> DemoResult:
+    """The demo's phases; ``say`` hears a line per phase, ``show_step`` each RL step's record."""
+    import json
+
+    from cudarl.demo.plan import demo_config, demo_tasks, tokenizer_texts, write_pairs
+    from cudarl.demo.report import RecordingJudge, step_rows, write_report
+    from cudarl.tester import Tester
+
+    started = time.perf_counter()
+    out = settings.out
+    if (out / "train" / "steps.jsonl").exists():
+        raise ValueError(f"{out} holds an earlier demo; choose another --out or remove it")
+    tiny = settings.model is None
+    model = str(out / "model") if tiny else settings.model
+    pairs = out / "data" / "pairs.jsonl"
+    from cudarl.config import CudarlConfig
+
+    has_gpu = Tester(CudarlConfig().tester).has_gpu
+    config = demo_config(model, tiny, has_gpu, settings.steps, settings.sft_steps, pairs, out / "sft", settings.config)
+    result = DemoResult(has_gpu=has_gpu, model=model if not tiny else "a tiny model built here", tiny=tiny)
+    if has_gpu:
+        say("cudarl demo: a CUDA GPU is here: verdicts are full (guard, compile, load, correctness, timing).")
+    else:
+        say("cudarl demo: no CUDA GPU here: verdicts are compile-only (guard, compile, load); correctness and "
+            "timing are skipped, so nothing passes and the reward only tells building from failing.")
+    out.mkdir(parents=True, exist_ok=True)
+
+    clock = time.perf_counter()
+    if tiny:
+        from cudarl.demo.tiny import build_tiny_model
+
+        say(f"[1/3] model: no --model given: building a tiny Qwen2-shaped model and a tokenizer in {out / 'model'}")
+        build_tiny_model(out / "model", tokenizer_texts())
+    else:
+        from transformers import AutoConfig
+
+        say(f"[1/3] model: {model}")
+        try:
+            AutoConfig.from_pretrained(model)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"model {model!r}: {str(exc).splitlines()[0]}") from exc
+    result.seconds["model"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    count = write_pairs(pairs)
+    say(f"[2/3] warm start: {count} pairs ({len(demo_tasks())} tasks, both roles), {config.sft.max_steps} steps "
+        f"per role -> {out / 'sft'}")
+    from cudarl.sft.train import run_sft
+
+    for role in run_sft(config.sft, out / "sft"):
+        say(f"      {role.role}: loss {role.first_loss:.3f} -> {role.last_loss:.3f} in {role.steps} steps")
+    result.seconds["warm_start"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    say(f"[3/3] GRPO: {config.train.steps} steps x {config.train.tasks_per_step} tasks x {config.train.group_size} "
+        f"episodes, {config.train.optimizer_turns + 1} turns each, on the tester pool -> {out / 'train'}")
+    from cudarl.pool.client import start_pool
+    from cudarl.rl.driver import run_training
+
+    pool = start_pool(config, address=settings.address)
+    judge = RecordingJudge(pool.judge)
+
+    def phase(step: int, name: str) -> None:
+        judge.step = step
+        if on_phase:
+            on_phase(step, name)
+
+    try:
+        run_training(config, out / "train", demo_tasks(), judge, progress=show_step, on_phase=phase)
+    finally:
+        if settings.address is None:
+            pool.shutdown()
+    result.seconds["grpo"] = time.perf_counter() - clock
+    records = [json.loads(line) for line in (out / "train" / "steps.jsonl").read_text().splitlines() if line]
+    result.rows = step_rows(records)
+    result.seconds["total"] = time.perf_counter() - started
+    summary = {"gpu": has_gpu, "verdicts": "full" if has_gpu else "compile-only (no GPU)",
+               "model": result.model, "settings": {"steps": settings.steps, "sft_steps": settings.sft_steps,
+                                                  "config": settings.config},
+               "seconds": result.seconds, "warm_start": json.loads((out / "sft" / "data.json").read_text())}
+    result.report = out / "report"
+    result.best = write_report(result.report, summary, result.rows, judge.judged)
+    print(f"report written to {result.report}", file=sys.stderr)
+    return result

@@ -1,0 +1,74 @@
+"""The README's first command, ``scripts/demo.sh``, from a clean copy of the checkout (its tracked
+and unignored files only: no environment, no caches), with a small step count: it sets itself
+up, warm-starts a tiny model built on the spot, runs GRPO steps on the real tester pool, and
+leaves a report whose contents are checked here (the log, plots that are PNG files, the best
+kernels with their verdicts). Bad arguments end in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _clean_copy(target: Path) -> Path:
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+@pytest.mark.slow
+def test_the_demo_from_a_clean_copy_writes_its_report(tmp_path):
+    checkout = _clean_copy(tmp_path / "checkout")
+    out = tmp_path / "demo"
+    run = subprocess.run(["bash", "scripts/demo.sh", "--steps", "2", "--sft-steps", "40", "--out", str(out)],
+                         cwd=checkout, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "no CUDA GPU here: verdicts are compile-only" in run.stderr  # said in its first lines
+    assert "cudarl demo: GRPO steps" in run.stdout and "report in" in run.stdout
+
+    report = out / "report"
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["verdicts"] == "compile-only (no GPU)" and summary["gpu"] is False
+    assert [row["step"] for row in summary["steps"]] == [1, 2]
+    assert [row["weights_version"] for row in summary["steps"]] == [2, 3]  # the warm start is version 1
+    for row in summary["steps"]:
+        assert 0.0 <= row["compile_rate"] <= 1.0 and row["pass_rate"] == 0.0  # nothing passes without a GPU
+    assert summary["warm_start"]["train"]["rows"] == 6
+    steps_log = [json.loads(line) for line in (out / "train" / "steps.jsonl").read_text().splitlines()]
+    assert len(steps_log) == 2
+    for name in ("reward.png", "rates.png", "speedup.png"):
+        assert (report / name).read_bytes()[:8] == PNG_SIGNATURE, name
+    assert summary["best_kernels"], "no kernel was judged"
+    for task, entry in summary["best_kernels"].items():
+        verdict = json.loads((report / "kernels" / f"{task}.json").read_text())
+        assert verdict["task_id"] == task and verdict["outcome"] == entry["outcome"]
+        assert (report / entry["file"]).read_text().strip()
+    for role in ("generator", "optimizer"):
+        curve = json.loads((out / "sft" / role / "loss.json").read_text())
+        assert curve, role
+
+
+def test_bad_arguments_end_in_one_line(tmp_path):
+    import sys
+
+    for arguments, expected in ((["--steps", "0"], "--steps and --sft-steps must be at least 1"),
+                                (["--config", str(tmp_path / "none.toml")], "config file not found"),
+                                (["--model", str(tmp_path / "nothing")], "cudarl demo: model")):
+        run = subprocess.run([sys.executable, "-m", "cudarl.cli", "demo", "--out", str(tmp_path / "out"), *arguments],
+                             capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert run.returncode == 2, run.stderr[-2000:]
+        lines = [line for line in run.stderr.splitlines() if line.strip() and "Warning" not in line]
+        assert expected in run.stderr and "Traceback" not in run.stderr, run.stderr[-2000:]
+        assert len([line for line in lines if expected in line]) == 1
