@@ -70,7 +70,7 @@ def _table(result):
 def add_parser(commands) -> None:
     parser = commands.add_parser("demo", help="the warm start then multi-turn GRPO on the tester, on a default")
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps (default 3)")
-    parser.add_argument("--sft-steps", type=int, default=150, help="warm-start steps per role (default 150)")
+    parser.add_argument("--sft-steps", type=int, default=40, help="warm-start steps per role (default 40)")
     parser.add_argument("--model", help="hub id or local folder of a real model (default: a tiny one built here)")
     parser.add_argument("--config", help="TOML config file whose settings override the demo's (see `cudarl config`)")
     parser.add_argument("--out", default="cudarl-demo", help="output folder (model, sft, train, report)")

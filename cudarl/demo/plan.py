@@ -52,6 +52,14 @@ def write_pairs(path: Path) -> int:
     return len(lines)
 
 
+def pretrain_texts() -> list[str]:
+    """What a tiny model is pretrained on: the suite's nvrtc kernels (all five), the code a real
+    code model would have seen."""
+    from cudarl.tasks.builtin import suite_solutions
+
+    return [candidate.source for candidate in suite_solutions(form="nvrtc")]
+
+
 def tokenizer_texts() -> list[str]:
     """What a tiny model's tokenizer is trained on: every prompt and answer the demo shows it."""
     from cudarl.agents.prompts import TurnSummary, generator_prompt, optimizer_prompt, system_prompt

@@ -42,11 +42,16 @@ def warm_start_folders(folder: str | None, roles: Sequence[str],
                          f"{root / roles[0] / 'adapter_config.json'}, as `cudarl sft` writes it)")
     for _, path in found:
         settings = read_adapter_settings(Path(path))
-        if (settings.rank, settings.alpha, settings.target_modules) != (lora.rank, lora.alpha, lora.target_modules):
+        if not same_shape(settings, lora):
             raise ValueError(f"train.init_adapters: {path} is LoRA rank {settings.rank}, alpha {settings.alpha} on "
                              f"{list(settings.target_modules)}; the run's is rank {lora.rank}, alpha {lora.alpha} "
                              f"on {list(lora.target_modules)} (set train.lora_rank and train.lora_alpha to match)")
     return found
+
+
+def same_shape(one: LoraSettings, other: LoraSettings) -> bool:
+    """The same rank, alpha and wrapped modules (in any order: peft writes them as a set)."""
+    return (one.rank, one.alpha, sorted(one.target_modules)) == (other.rank, other.alpha, sorted(other.target_modules))
 
 
 def load_into_engine(engine, group, chat, folders: Sequence[tuple[str, str]], tolerance: float) -> dict[str, float]:

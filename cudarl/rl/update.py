@@ -263,7 +263,8 @@ def _load_initial_adapters(model, spec: UpdaterSpec) -> None:
             raise ValueError(f"{folder}: an initial adapter for {name!r}, which the run does not train "
                              f"(adapters: {list(spec.adapters)})")
         settings, weights = read_adapter_folder(Path(folder))
-        if settings != spec.lora:
+        if (settings.rank, settings.alpha, sorted(settings.target_modules)) != (
+                spec.lora.rank, spec.lora.alpha, sorted(spec.lora.target_modules)):
             raise ValueError(f"{folder}: LoRA rank {settings.rank}, alpha {settings.alpha} on "
                              f"{list(settings.target_modules)}; the run's adapters are rank {spec.lora.rank}, "
                              f"alpha {spec.lora.alpha} on {list(spec.lora.target_modules)} (train.lora_rank, "
