@@ -32,21 +32,29 @@ def demo_tasks():
     return [by_id[task_id] for task_id in DEMO_TASKS]
 
 
-def write_pairs(path: Path) -> int:
+def write_pairs(path: Path, tester=None) -> int:
     """The warm start's pairs as JSONL (the format ``sft.jsonl`` reads): per task, a generator
-    pair (the task -> its nvrtc solution) and an optimizer pair (the task and that kernel with a
-    compile-only verdict -> the same kernel again). Why the optimizer resubmits: the suite holds
-    one solution per task, so it has no slower-to-faster pairs; the kernel archive
-    (``sft.archive``) gives real ones. Returns the number of lines."""
+    pair (the task -> its nvrtc solution) and an optimizer pair (the task and that kernel with the
+    verdict ``tester`` gives it here -> the same kernel again), so the optimizer's prompt is the
+    one its first turn will see. Why the optimizer resubmits: the suite holds one solution per
+    task, so it has no slower-to-faster pairs; the kernel archive (``sft.archive``) gives real
+    ones. Without ``tester`` the verdict is a fixed compile-only text. Returns the number of lines."""
+    from cudarl.agents.parsing import parse_answer
+    from cudarl.agents.prompts import summarize_turn
     from cudarl.sft.examples import answer_text
     from cudarl.tasks.builtin import suite_solutions
 
+    tasks = {task.id: task for task in demo_tasks()}
     lines = []
     for candidate in suite_solutions(set(DEMO_TASKS), form="nvrtc"):
         answer = answer_text(f"a hand-written nvrtc kernel for {candidate.task_id}", candidate.source)
         lines.append({"task_id": candidate.task_id, "answer": answer})
-        lines.append({"task_id": candidate.task_id, "role": "optimizer", "answer": answer,
-                      "previous": candidate.source, "previous_feedback": COMPILED_FEEDBACK})
+        previous = {"previous": candidate.source, "previous_feedback": COMPILED_FEEDBACK}
+        if tester is not None:
+            turn = summarize_turn(parse_answer(answer), tester.evaluate(tasks[candidate.task_id], candidate))
+            previous = {"previous": turn.source, "previous_feedback": turn.feedback, "previous_speedup": turn.speedup,
+                        "previous_strategy": turn.strategy, "previous_outcome": turn.outcome}
+        lines.append({"task_id": candidate.task_id, "role": "optimizer", "answer": answer, **previous})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return len(lines)
@@ -60,19 +68,15 @@ def pretrain_texts() -> list[str]:
     return [candidate.source for candidate in suite_solutions(form="nvrtc")]
 
 
-def tokenizer_texts() -> list[str]:
-    """What a tiny model's tokenizer is trained on: every prompt and answer the demo shows it."""
-    from cudarl.agents.prompts import TurnSummary, generator_prompt, optimizer_prompt, system_prompt
-    from cudarl.sft.examples import answer_text
-    from cudarl.tasks.builtin import suite_solutions
+def tokenizer_texts(pairs: Path) -> list[str]:
+    """What a tiny model's tokenizer is trained on: every prompt and answer of the pairs (as the
+    warm start's loader renders them) and the system prompt."""
+    from cudarl.agents.prompts import system_prompt
+    from cudarl.sft.examples import jsonl_examples
+    from cudarl.tasks.report import LoadReport
 
-    tasks = {task.id: task for task in demo_tasks()}
-    texts = [system_prompt()]
-    for candidate in suite_solutions(set(DEMO_TASKS), form="nvrtc"):
-        task = tasks[candidate.task_id]
-        texts += [generator_prompt(task), answer_text(f"a hand-written nvrtc kernel for {task.id}", candidate.source),
-                  optimizer_prompt(task, [TurnSummary(source=candidate.source, feedback=COMPILED_FEEDBACK)])]
-    return texts
+    examples = jsonl_examples(pairs, demo_tasks(), LoadReport(source=str(pairs)))
+    return [system_prompt()] + [text for example in examples for text in (example.user, example.answer)]
 
 
 def demo_config(model: str, tiny: bool, has_gpu: bool, steps: int, sft_steps: int, pairs: Path, sft_out: Path,

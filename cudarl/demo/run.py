@@ -69,7 +69,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     """The demo's phases; ``say`` hears a line per phase, ``show_step`` each RL step's record."""
     import json
 
-    from cudarl.demo.plan import demo_config, demo_tasks, pretrain_texts, tokenizer_texts, write_pairs
+    from cudarl.demo.plan import DEMO_TASKS, demo_config, demo_tasks, pretrain_texts, tokenizer_texts, write_pairs
     from cudarl.demo.report import RecordingJudge, step_rows, write_report
     from cudarl.tester import Tester
 
@@ -90,28 +90,32 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     else:
         say("cudarl demo: no CUDA GPU here: verdicts are compile-only (guard, compile, load); correctness and "
             "timing are skipped, so nothing passes and the reward only tells building from failing.")
-    out.mkdir(parents=True, exist_ok=True)
-
-    clock = time.perf_counter()
-    if tiny:
-        from cudarl.demo.tiny import build_tiny_model
-
-        say(f"[1/3] model: no --model given: building a tiny Qwen2-shaped model and a tokenizer in {out / 'model'} "
-            f"(pretrained here on the suite's {len(pretrain_texts())} nvrtc kernels)")
-        build_tiny_model(out / "model", tokenizer_texts(), pretrain_texts(), pretrain_steps=PRETRAIN_STEPS, say=say)
-    else:
+    if not tiny:  # before any work: a model that cannot be reached is a one-line error
         from transformers import AutoConfig
 
-        say(f"[1/3] model: {model}")
         try:
             AutoConfig.from_pretrained(model)
         except (OSError, ValueError) as exc:
             raise ValueError(f"model {model!r}: {str(exc).splitlines()[0]}") from exc
-    result.seconds["model"] = time.perf_counter() - clock
+    out.mkdir(parents=True, exist_ok=True)
 
     clock = time.perf_counter()
-    count = write_pairs(pairs)
-    say(f"[2/3] warm start: {count} pairs ({len(demo_tasks())} tasks, both roles), {config.sft.max_steps} steps "
+    say(f"[1/3] pairs: judging the suite's kernels of {', '.join(DEMO_TASKS)} here (the optimizer's pairs carry "
+        "their verdicts)")
+    count = write_pairs(pairs, Tester(config.tester))
+    if tiny:
+        from cudarl.demo.tiny import build_tiny_model
+
+        say(f"      model: no --model given: building a tiny Qwen2-shaped model and a tokenizer in {out / 'model'} "
+            f"(pretrained here on the suite's {len(pretrain_texts())} nvrtc kernels)")
+        build_tiny_model(out / "model", tokenizer_texts(pairs), pretrain_texts(), pretrain_steps=PRETRAIN_STEPS,
+                         say=say)
+    else:
+        say(f"      model: {model}")
+    result.seconds["pairs_and_model"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    say(f"[2/3] warm start: {count} pairs ({len(DEMO_TASKS)} tasks, both roles), {config.sft.max_steps} steps "
         f"per role -> {out / 'sft'}")
     from cudarl.sft.train import run_sft
 
@@ -125,8 +129,13 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     from cudarl.pool.client import start_pool
     from cudarl.rl.driver import run_training
 
-    local_cpus = None if settings.address else max(os.cpu_count() or 1, LOCAL_RAY_CPUS)
-    pool = start_pool(config, address=settings.address, num_cpus=local_cpus)
+    if settings.address is None:  # its own local Ray, even where another one runs on this machine
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, LOCAL_RAY_CPUS), include_dashboard=False,
+                     namespace=config.pool.namespace, logging_level="WARNING")
+    pool = start_pool(config, address=settings.address)
     judge = RecordingJudge(pool.judge)
 
     def phase(step: int, name: str) -> None:

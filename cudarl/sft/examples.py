@@ -149,7 +149,9 @@ def jsonl_examples(path: Path, tasks: Iterable[Task], report: LoadReport) -> lis
     or a whole answer with its python block), optional ``role`` (default generator) and
     ``strategy``. A line that is not JSON, names an unknown task or role, or has no answer is
     skipped and counted with the file and line. Optimizer lines need ``previous`` (the earlier
-    candidate) and may give ``previous_feedback`` and ``previous_speedup``."""
+    candidate) and may give ``previous_feedback``, ``previous_speedup``, ``previous_strategy`` and
+    ``previous_outcome`` (the verdict's; default "passed" with a speedup, else none): with all of
+    them the prompt is the one an episode builds for that turn (``summarize_turn``)."""
     by_id = {task.id: task for task in tasks}
     examples = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -181,10 +183,12 @@ def jsonl_examples(path: Path, tasks: Iterable[Task], report: LoadReport) -> lis
             user = generator_prompt(task)
         elif str(row.get("previous", "")).strip():
             speedup = row.get("previous_speedup")
+            outcome = row.get("previous_outcome", "passed" if speedup is not None else "")
             user = optimizer_prompt(task, [TurnSummary(source=str(row["previous"]),
                                                        feedback=str(row.get("previous_feedback", "")),
                                                        speedup=float(speedup) if speedup is not None else None,
-                                                       outcome="passed" if speedup is not None else "")])
+                                                       strategy=str(row.get("previous_strategy", "")),
+                                                       outcome=str(outcome))])
         else:
             report.skip(place, "an optimizer line needs previous (the earlier candidate)")
             continue

@@ -53,7 +53,8 @@ def test_the_tiny_model_loads_back_like_a_hub_model_and_pretraining_lowers_its_l
     from cudarl.demo.plan import pretrain_texts, tokenizer_texts
     from cudarl.demo.tiny import TinyShape, build_tiny_model, pretrain, train_chat_tokenizer
 
-    texts = tokenizer_texts()
+    write_pairs(tmp_path / "pairs.jsonl")
+    texts = tokenizer_texts(tmp_path / "pairs.jsonl")
     trained = train_chat_tokenizer(texts)
     shape = TinyShape(max_positions=2048)
     build_tiny_model(tmp_path / "model", texts, shape=shape, pretrain_steps=0)
@@ -72,3 +73,26 @@ def test_the_tiny_model_loads_back_like_a_hub_model_and_pretraining_lowers_its_l
     with torch.no_grad():
         after = float(model.eval()(input_ids=ids, labels=ids).loss)
     assert after < before / 2 and last < before / 2, (before, after, last)
+
+
+def test_the_optimizer_pairs_prompt_is_the_one_its_first_turn_sees(tmp_path):
+    from cudarl.agents.parsing import parse_answer
+    from cudarl.agents.prompts import optimizer_prompt, summarize_turn
+    from cudarl.config import CudarlConfig
+    from cudarl.sft.examples import jsonl_examples
+    from cudarl.tasks.candidate import Candidate
+    from cudarl.tasks.report import LoadReport
+    from cudarl.tester import Tester
+
+    tester = Tester(CudarlConfig().with_changes({"tester.compile.mode": "kernel"}).tester)
+    write_pairs(tmp_path / "pairs.jsonl", tester)
+    tasks = {task.id: task for task in demo_tasks()}
+    examples = jsonl_examples(tmp_path / "pairs.jsonl", demo_tasks(), LoadReport(source="pairs"))
+    optimizer = [e for e in examples if e.role == "optimizer"]
+    assert len(optimizer) == len(DEMO_TASKS)
+    for example in optimizer:  # what the episode loop builds after the generator's turn gave this answer
+        answer = parse_answer(example.answer)
+        verdict = tester.evaluate(tasks[example.task_id], Candidate(task_id=example.task_id, id="again",
+                                                                    source=answer.source))
+        assert verdict.outcome.value in ("compiled", "passed")
+        assert example.user == optimizer_prompt(tasks[example.task_id], [summarize_turn(answer, verdict)])
