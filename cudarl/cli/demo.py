@@ -47,6 +47,14 @@ def _demo(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as exc:
         print(f"cudarl demo: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a Ray worker or the local Ray itself died (another `ray stop` on this machine)
+        from ray.exceptions import RayError
+
+        if not isinstance(exc, RayError):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"cudarl demo: Ray failed: {type(exc).__name__}: {first}", file=sys.stderr)
+        return 2
     stdout_console().print(_table(result))
     verdicts = "full verdicts" if result.has_gpu else "compile-only verdicts (no GPU)"
     seconds = ", ".join(f"{name} {value:.0f} s" for name, value in result.seconds.items())
