@@ -84,6 +84,7 @@ def plot_curves(rows: Sequence[dict], folder: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     steps = [row["step"] for row in rows]
     plots = {"reward.png": ("mean reward", [("reward", "reward")]),
@@ -96,6 +97,7 @@ def plot_curves(rows: Sequence[dict], folder: Path) -> list[Path]:
             points = [(s, row[key]) for s, row in zip(steps, rows) if row[key] is not None]
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=legend)
         axes.set_xlabel("RL step")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_ylabel(label)
         if len(series) > 1:
             axes.legend()
