@@ -20,7 +20,7 @@ def _demo(args: argparse.Namespace) -> int:
         print("cudarl demo: --steps and --sft-steps must be at least 1", file=sys.stderr)
         return 2
     console = Console(stderr=True, soft_wrap=True)
-    settings = DemoSettings(out=Path(args.out), steps=args.steps, sft_steps=args.sft_steps, model=args.model,
+    settings = DemoSettings(out=Path(args.out).resolve(), steps=args.steps, sft_steps=args.sft_steps, model=args.model,
                             config=args.config, address=args.address)
     bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console, disable=not console.is_terminal)
@@ -45,21 +45,26 @@ def _demo(args: argparse.Namespace) -> int:
         with bars:
             result = run_demo(settings, say=say, show_step=show, on_phase=phase)
     except (ValueError, RuntimeError, OSError) as exc:
-        print(f"cudarl demo: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"cudarl demo: {_one_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:  # a Ray worker or the local Ray itself died (another `ray stop` on this machine)
         from ray.exceptions import RayError
 
         if not isinstance(exc, RayError):
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"cudarl demo: Ray failed: {type(exc).__name__}: {first}", file=sys.stderr)
+        print(f"cudarl demo: Ray failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return 2
     stdout_console().print(_table(result))
     verdicts = "full verdicts" if result.has_gpu else "compile-only verdicts (no GPU)"
     seconds = ", ".join(f"{name} {value:.0f} s" for name, value in result.seconds.items())
     print(f"{verdicts}; {seconds}; report in {result.report}")
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (a validation error's lines joined), or its type's name."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines) if lines else type(exc).__name__
 
 
 def _table(result):

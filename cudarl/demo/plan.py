@@ -109,7 +109,7 @@ def demo_config(model: str, tiny: bool, has_gpu: bool, steps: int, sft_steps: in
                     # the transformers engine: vLLM's start takes longer than the tiny model's whole rollout
                     "train.engine": "hf"}
     if has_gpu:  # one GPU shared by the update worker, the engine and a bench worker
-        changes |= {"train.gpus_per_rank": 0.25, "train.policy_gpu_share": 0.25, "train.dtype": "bfloat16",
+        changes |= {"train.gpus_per_rank": 0.25, "train.policy_gpu_share": 0.25,
                     "train.vllm_gpu_memory": 0.3, "train.vllm_enforce_eager": True,
                     "pool.max_bench_workers": 1, "pool.gpus_per_bench_worker": 0.25}
     config = CudarlConfig().with_changes(changes)

@@ -74,7 +74,7 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     from cudarl.tester import Tester
 
     started = time.perf_counter()
-    out = settings.out
+    out = settings.out.resolve()  # the update workers run in another working folder
     if (out / "train" / "steps.jsonl").exists():
         raise ValueError(f"{out} holds an earlier demo; choose another --out or remove it")
     tiny = settings.model is None

@@ -109,6 +109,8 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
         raise ValueError(f"{out} holds an earlier run: resume it (--resume) or choose another output folder")
     out.mkdir(parents=True, exist_ok=True)
     _check_same_run(out / "config.json", config, resume)
+    if Path(train.model).is_dir():  # a local folder, absolute: the update workers run in another working folder
+        train = train.model_copy(update={"model": str(Path(train.model).resolve())})
     tokenizer = AutoTokenizer.from_pretrained(train.model)
     lora = None if train.full_finetune else LoraSettings(rank=train.lora_rank, alpha=train.lora_alpha)
     policy = PolicySpec(role="both" if lora else "generator", model=train.model, engine=train.engine,

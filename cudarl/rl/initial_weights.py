@@ -33,7 +33,7 @@ def warm_start_folders(folder: str | None, roles: Sequence[str],
         raise ValueError("train.init_adapters needs adapters; train.full_finetune trains the whole model instead")
     from cudarl.rollout.adapters import read_adapter_settings
 
-    root = Path(folder)
+    root = Path(folder).resolve()  # the update workers run in another working folder
     if not root.is_dir():
         raise ValueError(f"train.init_adapters: {root} is not a folder (give the output folder of `cudarl sft`)")
     found = tuple((role, str(root / role)) for role in roles if (root / role / "adapter_config.json").is_file())
