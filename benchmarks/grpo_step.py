@@ -281,13 +281,13 @@ def main() -> int:
         share = f"{row['share_of_peak']:8.1%}" if "share_of_peak" in row else f"{'n/a':>8s}"
         note = f"  cut after step {row['steps_done']} ({row['cut']})" if "cut" in row else ""
         print(f"{row['arm']:40s} {rate} {memory} {tflops} {share}{note}")
-    by = {}  # per arm: its rows' mean tokens/s and largest peak (an arm named twice in --arms ran twice)
+    runs: dict[str, list[dict]] = {}  # an arm named twice in --arms ran twice
     for row in rows:
         if row.get("tokens_per_s"):
-            same = [r for r in rows if r["kind"] == row["kind"] and r.get("tokens_per_s")]
-            peaks = [r["peak_memory_gib"] for r in same if r.get("peak_memory_gib")]
-            by[row["kind"]] = {"tokens_per_s": sum(r["tokens_per_s"] for r in same) / len(same),
-                               "peak_memory_gib": max(peaks) if peaks else None}
+            runs.setdefault(row["kind"], []).append(row)
+    by = {kind: {"tokens_per_s": sum(r["tokens_per_s"] for r in same) / len(same),  # mean rate, largest peak
+                 "peak_memory_gib": max((r["peak_memory_gib"] for r in same if r.get("peak_memory_gib")), default=None)}
+          for kind, same in runs.items()}
     ratios = {}
     if "plain" in by:
         plain = by["plain"]

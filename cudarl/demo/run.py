@@ -80,9 +80,9 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     tiny = settings.model is None
     model = str(out / "model") if tiny else settings.model
     pairs = out / "data" / "pairs.jsonl"
-    from cudarl.config import CudarlConfig
+    from cudarl.tester.build.toolchain import gpu_available
 
-    has_gpu = Tester(CudarlConfig().tester).has_gpu
+    has_gpu = gpu_available()
     config = demo_config(model, tiny, has_gpu, settings.steps, settings.sft_steps, pairs, out / "sft", settings.config)
     result = DemoResult(has_gpu=has_gpu, model=model if not tiny else "a tiny model built here", tiny=tiny)
     if has_gpu:

@@ -41,17 +41,16 @@ def warm_start_folders(folder: str | None, roles: Sequence[str],
         raise ValueError(f"train.init_adapters: {root} holds no adapter of {list(roles)} (expected "
                          f"{root / roles[0] / 'adapter_config.json'}, as `cudarl sft` writes it)")
     for _, path in found:
-        settings = read_adapter_settings(Path(path))
-        if not same_shape(settings, lora):
-            raise ValueError(f"train.init_adapters: {path} is LoRA rank {settings.rank}, alpha {settings.alpha} on "
-                             f"{list(settings.target_modules)}; the run's is rank {lora.rank}, alpha {lora.alpha} "
-                             f"on {list(lora.target_modules)} (set train.lora_rank and train.lora_alpha to match)")
+        require_same_shape(path, read_adapter_settings(Path(path)), lora)
     return found
 
 
-def same_shape(one: LoraSettings, other: LoraSettings) -> bool:
-    """The same rank, alpha and wrapped modules (in any order: peft writes them as a set)."""
-    return (one.rank, one.alpha, sorted(one.target_modules)) == (other.rank, other.alpha, sorted(other.target_modules))
+def require_same_shape(path: str, settings: LoraSettings, lora: LoraSettings) -> None:
+    """Refuse, naming ``path``, an adapter whose LoRA shape (``settings``) is not the run's (``lora``)."""
+    if not settings.same_shape(lora):
+        raise ValueError(f"train.init_adapters: {path} is LoRA rank {settings.rank}, alpha {settings.alpha} on "
+                         f"{list(settings.target_modules)}; the run's is rank {lora.rank}, alpha {lora.alpha} "
+                         f"on {list(lora.target_modules)} (set train.lora_rank and train.lora_alpha to match)")
 
 
 def load_into_engine(engine, group, chat, folders: Sequence[tuple[str, str]], tolerance: float) -> dict[str, float]:

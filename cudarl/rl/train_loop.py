@@ -77,6 +77,7 @@ def train_loop_per_worker(config: dict) -> None:
     if config.get("resume_from"):
         updater.load(config["resume_from"])
     inbox, outbox = config["inboxes"][rank], config["outbox"]
+    exported = tuple(spec.adapters) or (None,)  # what each step exports and each probe scores
     if rank == 0:
         outbox.put(("ready", updater.version))
     while True:
@@ -84,15 +85,13 @@ def train_loop_per_worker(config: dict) -> None:
         if job is None:
             return
         if isinstance(job, ProbeJob):
-            names = tuple(spec.adapters) or (None,)
-            probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in names}
+            probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported}
             if rank == 0:
                 outbox.put(("probe", probes))
             continue
         started = time.perf_counter()
         metrics = updater.step(job.samples, job.plan)
         stepped = time.perf_counter() - started
-        exported = tuple(spec.adapters) or (None,)
         weights = {name: updater.weights(name) for name in exported}  # a collective: every rank
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
         if job.save_to:

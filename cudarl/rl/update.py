@@ -256,6 +256,7 @@ def _load_initial_adapters(model, spec: UpdaterSpec) -> None:
 
     from peft import set_peft_model_state_dict
 
+    from cudarl.rl.initial_weights import require_same_shape
     from cudarl.rollout.adapters import read_adapter_folder
 
     for name, folder in spec.init_adapters:
@@ -263,12 +264,7 @@ def _load_initial_adapters(model, spec: UpdaterSpec) -> None:
             raise ValueError(f"{folder}: an initial adapter for {name!r}, which the run does not train "
                              f"(adapters: {list(spec.adapters)})")
         settings, weights = read_adapter_folder(Path(folder))
-        if (settings.rank, settings.alpha, sorted(settings.target_modules)) != (
-                spec.lora.rank, spec.lora.alpha, sorted(spec.lora.target_modules)):
-            raise ValueError(f"{folder}: LoRA rank {settings.rank}, alpha {settings.alpha} on "
-                             f"{list(settings.target_modules)}; the run's adapters are rank {spec.lora.rank}, "
-                             f"alpha {spec.lora.alpha} on {list(spec.lora.target_modules)} (train.lora_rank, "
-                             "train.lora_alpha must match the warm start's)")
+        require_same_shape(folder, settings, spec.lora)
         result = set_peft_model_state_dict(model, weights, adapter_name=name)
         untouched = [key for key in result.missing_keys if "lora_" in key and f".{name}." in key]
         if untouched or result.unexpected_keys:

@@ -106,6 +106,12 @@ class LoraSettings:
         if not self.target_modules:
             raise ValueError("LoRA target_modules must name at least one module")
 
+    def same_shape(self, other: LoraSettings) -> bool:
+        """The same rank, alpha and wrapped modules (in any order: peft writes them as a set), so
+        one's tensors load into the other at the same scale."""
+        return (self.rank, self.alpha, sorted(self.target_modules)) == (
+            other.rank, other.alpha, sorted(other.target_modules))
+
 
 class WeightSyncError(RuntimeError):
     """A weight update that did not take effect (or took the wrong weights): training on samples
