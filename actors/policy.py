@@ -128,6 +128,29 @@ class Policy:
         """The role's adapter (with ``lora``) or the model's weights, verified by the probe."""
         return self.engine.update_weights(weights, version, probe, adapter=self._adapter(role))
 
+    def device_uuid(self) -> str | None:
+        """The UUID of the engine's GPU (None on a CPU): a weight channel needs the update worker
+        on another GPU."""
+        from cudarl.rl.weight_channel import device_uuid
+
+        return device_uuid() if self.spec.gpu_share > 0 else None
+
+    def receive_weights(self, address, manifest, version: int, probes: dict) -> dict:
+        """Weights broadcast by the update workers' rank 0 over the channel at ``address``
+        (``cudarl.rl.weight_channel``; the sender is told to send at the same moment), loaded into
+        each role's adapter (group "model": the base weights) and checked on ``probes[group]``;
+        the syncs by group."""
+        from cudarl.rl.weight_channel import WeightChannel
+
+        channel = getattr(self, "_channel", None)
+        if channel is None or channel.address.key != address.key:
+            if channel is not None:
+                channel.close()
+            channel = self._channel = WeightChannel(address, 1, "cuda" if self.spec.gpu_share > 0 else "cpu")
+        groups = channel.receive(manifest)
+        return {group: self.update_weights(tensors, version, probes.get(group), None if group == "model" else group)
+                for group, tensors in groups.items()}
+
 
 PolicyActor = ray.remote(num_cpus=1, max_restarts=0)(Policy)
 

@@ -134,6 +134,12 @@ class TrainConfig(_Section):
     """GPU share of the policy actor that holds the rollout engine (None: 0.3 when the update
     workers use GPUs, else 0 and the engine runs on the CPU). Ray places the actor, so under
     ``ray job submit`` the engine runs on a GPU node, not on the head node with the driver."""
+    weight_sync: Literal["auto", "object_store", "collective"] = "auto"
+    """How each step's weights reach the policy actor: "object_store" (the update worker puts them
+    in Ray's object store, the policy takes them from there), "collective" (a two-member process
+    group between the update workers' rank 0 and the policy: NCCL GPU to GPU, gloo on CPUs; the
+    two must not share a GPU), or "auto": collective when both sit on GPUs and not on the same one,
+    else the object store. The object store keeps a copy either way (checkpoints, a restarted policy)."""
     policy_cpus: float = Field(default=1.0, ge=0)
     """CPUs reserved for the policy actor."""
     policy_timeout_s: float = Field(default=1800.0, gt=0)

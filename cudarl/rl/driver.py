@@ -9,7 +9,8 @@ curriculum and the reward bookkeeping are actors (``actors/curriculum_controller
 judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl train``). Every sample carries the
 weights version that generated it, and each step's sync is refused unless the engine reproduces
 the trainer's log-probs on a probe from that step's data. Weights travel from the update worker
-to the policy actor as object references; the driver fetches them only to write a checkpoint.
+to the policy actor as object references, or GPU to GPU over a weight channel (``weight_sync``);
+the driver fetches them only to write a checkpoint.
 
 Covered: the loop; with ``train.overlap``, step n+1's rollout running while step n's update runs
 (in a thread here; the workers are other processes), one step off-policy, its version lag logged;
@@ -42,6 +43,7 @@ from cudarl.rl.group import UpdateGroup
 from cudarl.rl.initial_weights import WARM_START_VERSION, load_into_engine, restore_engine, warm_start_folders
 from cudarl.rl.step_log import StepLog, StepRecord
 from cudarl.rl.update import UpdaterSpec
+from cudarl.rl.weight_sync import ChannelPlan, choose_channel, describe, push_weights
 from cudarl.rollout.engine import LoraSettings, Probe, SamplingSettings
 from cudarl.rollout.episodes import EpisodeSettings, Judge, run_episodes
 from cudarl.tasks.task import Task
@@ -168,6 +170,13 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         group.stop()
         raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
                            f"adapters {state['weights_version']}")
+    try:
+        channel = choose_channel(train.weight_sync, group.device_uuid, group.on_gpu, engine.device_uuid(),
+                                 engine.spec.gpu_share > 0)
+    except BaseException:
+        group.stop()
+        raise
+    print(describe(channel, group.device_uuid, engine.device_uuid()), file=sys.stderr, flush=True)
     if checkpoint is None and spec.init_adapters:
         on_phase(first_step, "warm start: adapters into the engine")
         try:
@@ -177,7 +186,7 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
             raise
     log = StepLog(out, ray.get(curriculum.tiers.remote()), tensorboard=train.tensorboard,
                   wandb_project=train.wandb_project)
-    run = _Run(config, engine, chat, judge, curriculum, aggregator, group, lora, on_phase)
+    run = _Run(config, engine, chat, judge, curriculum, aggregator, group, lora, on_phase, channel)
     records: list[StepRecord] = []
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudarl-update") as updates:
@@ -210,10 +219,11 @@ class _Run:
     ``CurriculumController`` (tasks, verdicts, state) and the ``RewardAggregator`` (samples)."""
 
     def __init__(self, config: CudarlConfig, engine, chat, judge: _TimedJudge, curriculum, aggregator,
-                 group: UpdateGroup, lora: LoraSettings | None, on_phase: Callable[[int, str], None]) -> None:
+                 group: UpdateGroup, lora: LoraSettings | None, on_phase: Callable[[int, str], None],
+                 channel: ChannelPlan | None = None) -> None:
         self.config, self.engine, self.chat, self.judge = config, engine, chat, judge
         self.curriculum, self.aggregator, self.group, self.lora = curriculum, aggregator, group, lora
-        self.on_phase = on_phase
+        self.on_phase, self.channel = on_phase, channel
         self.last_record_end = time.perf_counter()
 
     def rollout(self, step: int, overlapped: bool) -> _Rollout:
@@ -291,18 +301,18 @@ class _Run:
         self.on_phase(rollout.step, "sync")
         started = time.perf_counter()
         tolerance = _sync_tolerance(self.config.train.dtype)
-        sync_errors, probes = {}, {}
-        for adapter, weights in result.weights.items():  # object references: the actor fetches them
-            probe = probes[adapter] = Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
-            sync = self.engine.update_weights(weights, result.version, probe=probe, adapter=adapter)
-            sync_errors[str(adapter)] = sync.probe_mean_error
+        probes = {adapter: Probe(probe_ids, prompt_length, tuple(result.probe_logprobs[adapter]), tolerance)
+                  for adapter in result.weights}
+        syncs = push_weights(self.engine, self.group, result, probes, self.channel)
+        sync_errors = {adapter: sync.probe_mean_error for adapter, sync in syncs.items()}
         ended = time.perf_counter()
         self.last_record_end = ended
         record = StepRecord(step=rollout.step, tier=rollout.tier, weights_version=result.version,
                             stats=asdict(stats), update=result.metrics, sync_errors=sync_errors,
                             seconds=rollout.seconds | {"update": update_seconds, "sync": ended - started,
                                                        "step": ended - step_started},
-                            overlapped=rollout.overlapped, retries=rollout.retries)
+                            overlapped=rollout.overlapped, retries=rollout.retries,
+                            sync_via=self.channel.backend if self.channel else "object_store")
         return record, result, probes
 
 

@@ -18,8 +18,9 @@ import time
 from collections.abc import Sequence
 
 from cudarl.rl.batch import TrainSample, batch_counts, deal
-from cudarl.rl.train_loop import ProbeJob, UpdateJob, UpdateResult, train_loop_per_worker
+from cudarl.rl.train_loop import ProbeJob, SendJob, UpdateJob, UpdateResult, train_loop_per_worker
 from cudarl.rl.update import StepPlan, UpdaterSpec
+from cudarl.rl.weight_channel import ChannelAddress
 
 
 def plan_step(samples: Sequence[TrainSample], ranks: int, micro_batch: int,
@@ -90,8 +91,9 @@ class UpdateGroup:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._fit, name="cudarl-update-workers", daemon=True)
         self._thread.start()
-        kind, self.version = self._receive(start_timeout_s, "to start")
+        kind, (self.version, self.device_uuid) = self._receive(start_timeout_s, "to start")
         assert kind == "ready"
+        self.on_gpu = gpus_per_rank > 0
 
     def _fit(self) -> None:
         try:
@@ -132,6 +134,17 @@ class UpdateGroup:
         kind, probes = self._receive(timeout_s, "scoring a probe")
         assert kind == "probe"
         return probes
+
+    def start_send(self, channel: ChannelAddress) -> None:
+        """Rank 0 broadcasts the last step's weights over ``channel``; the receiver must join now
+        (``finish_send`` then collects rank 0's answer)."""
+        self.inboxes[0].put(SendJob(channel=channel))
+
+    def finish_send(self, timeout_s: float = 600.0) -> float:
+        """Rank 0's seconds for the send it was asked for (its failure as ``UpdateWorkersError``)."""
+        kind, seconds = self._receive(timeout_s, "sending the weights")
+        assert kind == "sent"
+        return seconds
 
     def stop(self, timeout_s: float = 120.0) -> None:
         for inbox in self.inboxes:

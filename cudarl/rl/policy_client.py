@@ -11,7 +11,9 @@ Covered: start (refused at once, with the numbers, when the cluster's free resou
 it), calls with a time limit (a silent actor is a ``TimeoutError``), and ``restart``: a new actor
 brought back to the last weights of every adapter, each checked on the probe it was last synced
 with, so a policy killed mid-step costs that step's retry, not the run. Not covered: several
-engine replicas (one actor serves both roles).
+engine replicas (one actor serves both roles). Weights may also come over a weight channel
+(``receive_weights_ref``; ``cudarl.rl.weight_channel``), the object store's copy still kept for a
+restart.
 """
 
 from __future__ import annotations
@@ -128,6 +130,24 @@ class PolicyClient:
         sync = self._get(self.actor.update_weights.remote(weights, version, probe, adapter), "to take new weights")
         self._synced[adapter] = (weights, version, probe)
         return sync
+
+    def device_uuid(self) -> str | None:
+        """The UUID of the policy's GPU (None on a CPU)."""
+        return self._get(self.actor.device_uuid.remote(), "to answer")
+
+    def receive_weights_ref(self, address, manifest, version: int, probes: dict):
+        """Start the actor's receive over the weight channel (``Policy.receive_weights``); the
+        reference to wait on with ``finish_receive`` (the sender is told to send meanwhile)."""
+        return self.actor.receive_weights.remote(address, manifest, version, probes)
+
+    def finish_receive(self, ref, weights: dict, version: int, probes: dict) -> dict[str, WeightSync]:
+        """The syncs by group of a receive begun with ``receive_weights_ref``; ``weights`` (object
+        references by adapter) and ``probes`` are kept for ``restart``, which restores from the
+        object store."""
+        syncs = self._get(ref, "to take new weights")
+        for adapter, ref_of_weights in weights.items():
+            self._synced[adapter] = (ref_of_weights, version, probes.get(adapter or "model"))
+        return syncs
 
 
 

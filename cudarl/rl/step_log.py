@@ -29,6 +29,7 @@ class StepRecord:
     sync_errors: dict  # adapter -> mean probe error
     overlapped: bool = False  # rolled out while the previous step's update ran
     retries: int = 0  # rollout tries that failed before this one
+    sync_via: str = "object_store"  # how the weights reached the engine: "object_store", "nccl" or "gloo"
 
 
 def step_scalars(record: StepRecord, tier_level: int) -> dict[str, float]:

@@ -6,6 +6,11 @@ Why queues and one long ``fit``: Ray Train runs a function to its end, and an RL
 exists only after the rollouts, so the workers stay up for the whole run and wait for work. The
 records crossing the queues are typed (``UpdateJob``, ``UpdateResult``).
 
+With a weight channel (``weight_channel``), rank 0 also keeps each step's exported weights until
+the driver sends a ``SendJob``, then broadcasts them to the policy actor, which the driver has
+asked to receive at the same moment (so neither end waits in a collective while the other is
+busy generating); it answers ``("sent", seconds)``.
+
 Covered: the loop. Not covered: starting it (``group``), the update (``update``).
 """
 
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 
 from cudarl.rl.batch import TrainSample
 from cudarl.rl.update import UpdaterSpec
+from cudarl.rl.weight_channel import ChannelAddress, Manifest
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,14 @@ class ProbeJob:
 
 
 @dataclass(frozen=True)
+class SendJob:
+    """Rank 0 only: broadcast the last step's weights over the channel at ``channel`` (opened on
+    first use; a new key, after the policy restarted, opens a new one)."""
+
+    channel: ChannelAddress
+
+
+@dataclass(frozen=True)
 class UpdateResult:
     """Rank 0's report of a step: what to push to the engines, and how to check it."""
 
@@ -49,6 +63,7 @@ class UpdateResult:
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0  # the whole job on rank 0: step, weights out, probe, checkpoint
     step_seconds: float = 0.0  # the optimizer step alone (forward, backward, clip, AdamW)
+    manifest: Manifest = ()  # the weights as a weight channel sends them (what the receiver allocates)
 
     def fetch(self, name: str | None) -> dict:
         """The tensors of ``name`` (from the object store: a policy actor takes the reference
@@ -66,6 +81,7 @@ def train_loop_per_worker(config: dict) -> None:
     import torch
 
     from cudarl.rl.update import PolicyUpdater
+    from cudarl.rl.weight_channel import WeightChannel, device_uuid, manifest_of
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
@@ -78,12 +94,25 @@ def train_loop_per_worker(config: dict) -> None:
         updater.load(config["resume_from"])
     inbox, outbox = config["inboxes"][rank], config["outbox"]
     exported = tuple(spec.adapters) or (None,)  # what each step exports and each probe scores
+    channels: dict[str, WeightChannel] = {}  # by key: the current pairing (rank 0)
+    last: dict = {}  # rank 0: the last step's weights, by channel group name, until sent
     if rank == 0:
-        outbox.put(("ready", updater.version))
+        outbox.put(("ready", (updater.version, device_uuid() if device == "cuda" else None)))
     while True:
-        job: UpdateJob | ProbeJob | None = inbox.get()
+        job: UpdateJob | ProbeJob | SendJob | None = inbox.get()
         if job is None:
+            for channel in channels.values():
+                channel.close()
             return
+        if isinstance(job, SendJob):
+            started = time.perf_counter()
+            if job.channel.key not in channels:
+                for old in channels.values():
+                    old.close()
+                channels = {job.channel.key: WeightChannel(job.channel, 0, device)}
+            channels[job.channel.key].send(last)
+            outbox.put(("sent", time.perf_counter() - started))
+            continue
         if isinstance(job, ProbeJob):
             probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported}
             if rank == 0:
@@ -97,7 +126,9 @@ def train_loop_per_worker(config: dict) -> None:
         if job.save_to:
             updater.save(job.save_to)
         if rank == 0:  # the weights by reference: the queue carries only the small record
+            last = {name or "model": tensors for name, tensors in weights.items()}
             weights = {name: ray.put(tensors) for name, tensors in weights.items()}
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,
-                                               seconds=time.perf_counter() - started, step_seconds=stepped)))
+                                               seconds=time.perf_counter() - started, step_seconds=stepped,
+                                               manifest=manifest_of(last))))

@@ -1,5 +1,6 @@
 """The RL run over several GPUs of one machine: two update workers with FSDP2 over NCCL on their
-own GPUs, the policy actor on its own GPU, a bench worker on the last, placed by the run's plan
+own GPUs, the policy actor on its own GPU (its weights come GPU to GPU over the NCCL weight
+channel, which "auto" picks there), a bench worker on the last, placed by the run's plan
 (``cudarl.rl.placement``, printed at start); two steps with full verdicts, then a resume; and the
 first steps' losses of two update workers equal, within bf16's tolerance, to one worker's on the
 same samples and seed (the loss is normalized by the global token count, so the split must not
@@ -72,6 +73,7 @@ def test_two_ranks_on_their_own_gpus_resume_and_match_one_rank(tmp_path):
     for line in lines:
         assert line["stats"]["kinds"].get("correct", 0) >= 1, line["stats"]["kinds"]  # full verdicts
         assert all(error < 0.02 for error in line["sync_errors"].values())
+        assert line["sync_via"] == "nccl" and set(line["sync_errors"]) == {"generator", "optimizer"}
 
 
 def loss_samples(tokenizer, prompt: list[int]):

@@ -1,7 +1,8 @@
 """The RL run end to end on a CPU with real parts: a tiny model trained here to answer the task
 with an honest nvrtc kernel, saved with its tokenizer and loaded by path, the real episode loop,
 a real tester pool on a local Ray (compile-only verdicts: no GPU), rewards, GRPO advantages,
-Ray Train update workers, the engine in a policy actor fed weights by object reference, verified
+Ray Train update workers, the engine in a policy actor fed weights over a gloo weight channel (and,
+in the resumed run, by object reference), verified
 syncs, overlapped rollouts (step n+1 during step n's update), a rollout whose judge timed out tried
 again, a policy actor killed mid-step replaced on its last weights, the step log (JSONL, TensorBoard, Prometheus) and
 checkpoints; then a run stopped after two steps and resumed (with a half-written checkpoint left
@@ -87,7 +88,10 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
         ray.init(num_cpus=4, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
                  logging_level="WARNING")
         pool = start_pool(config)
-        records = run_training(config, tmp_path / "run", [TASK], judge, on_phase=on_phase)
+        # the whole run's weights go over a gloo weight channel (a new one after the policy's
+        # restart); the stopped and resumed runs' through the object store: the same results
+        records = run_training(config.with_changes({"train.weight_sync": "collective"}), tmp_path / "run", [TASK],
+                               judge, on_phase=on_phase)
         deadline = time.monotonic() + 60  # Ray's metrics agent exports every few seconds
         while _scrape("ray_cudarl_train_step", run="run") != 4 and time.monotonic() < deadline:
             time.sleep(2)
@@ -136,6 +140,7 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
     for whole, again in zip(lines, resumed_lines):
         assert (whole["stats"], whole["update"], whole["overlapped"]) == (
             again["stats"], again["update"], again["overlapped"])
+        assert (whole["sync_via"], again["sync_via"]) == ("gloo", "object_store")
     for role in ("generator", "optimizer"):
         settings, expected = read_adapter_folder(tmp_path / "run" / "checkpoints" / "step-4" / role)
         _, got = read_adapter_folder(stopped / "checkpoints" / "step-4" / role)
