@@ -58,7 +58,7 @@ def measure(gpus: int, args, tasks: dict, cache: Path, offset: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gpus", default="1,2", help="bench GPU counts to compare (more than the machine has: left out)")
+    parser.add_argument("--gpus", default="1,2", help="bench GPU counts (more than the machine has: left out)")
     parser.add_argument("--candidates", type=int, default=64)
     parser.add_argument("--per-task", type=int, default=4, help="candidates per task in a row (a GRPO group)")
     parser.add_argument("--compile-workers", type=int, default=14)

@@ -46,8 +46,8 @@ def payloads(shape: dict) -> dict[str, dict[str, dict]]:
     lora = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, target_modules=list(settings.target_modules))
     peft_model = get_peft_model(model, lora, adapter_name=ROLES[0])
     peft_model.add_adapter(ROLES[1], lora)
-    adapters = {role: {k: v.detach().clone() for k, v in get_peft_model_state_dict(peft_model, adapter_name=role).items()}
-                for role in ROLES}
+    adapters = {role: {k: v.detach().clone()
+                       for k, v in get_peft_model_state_dict(peft_model, adapter_name=role).items()} for role in ROLES}
     return {"adapters": adapters, "model": {"model": whole}}
 
 
