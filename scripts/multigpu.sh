@@ -12,7 +12,7 @@ set -uo pipefail
 out="${1:?usage: scripts/multigpu.sh OUT [SECONDS_IN_ALL] [COMMIT] [PARTS]}"
 budget="${2:-580}"; commit="${3:-}"; parts="${4:-test,update,sync,bench}"
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" \
   CUDARL_CACHE_DIR="${CUDARL_CACHE_DIR:-/tmp/cudarl-cache}"
 : > "$out/multigpu-summary.txt"
 step() {  # step NAME SECONDS COMMAND...: run it if enough time is left, note its exit status
@@ -23,12 +23,12 @@ step() {  # step NAME SECONDS COMMAND...: run it if enough time is left, note it
   timeout "$want" "$@" > "$out/$name.log" 2>&1
   echo "$name: rc=$? (ended at ${SECONDS}s)" >> "$out/multigpu-summary.txt"
 }
-[[ ",$parts," == *",test,"* ]] && "$(dirname "$0")/gpu_tests.sh" "$out" $((budget / 2)) tests/gpu/test_rl_multigpu.py > /dev/null \
-  && cat "$out/summary.txt" >> "$out/multigpu-summary.txt"
-[[ ",$parts," == *",update,"* ]] && step update_scaling 300 python3 benchmarks/update_scaling.py --ranks 1,2,4 \
-  --steps 5 --timeout 95 --out "$out/update_scaling.json" ${commit:+--commit "$commit"}
-[[ ",$parts," == *",sync,"* ]] && step weight_sync 150 python3 benchmarks/weight_sync.py \
+[[ ",$parts," == *",sync,"* ]] && step weight_sync 120 python3 benchmarks/weight_sync.py \
   --out "$out/weight_sync.json" ${commit:+--commit "$commit"}
+[[ ",$parts," == *",test,"* ]] && "$(dirname "$0")/gpu_tests.sh" "$out" "${TEST_SECONDS:-$((budget / 2))}" tests/gpu/test_rl_multigpu.py > /dev/null \
+  && cat "$out/summary.txt" >> "$out/multigpu-summary.txt"
 [[ ",$parts," == *",bench,"* ]] && step bench_scaling 300 python3 benchmarks/bench_scaling.py --gpus 1,2,4 \
   --out "$out/bench_scaling.json" ${commit:+--commit "$commit"}
+[[ ",$parts," == *",update,"* ]] && step update_scaling 300 python3 benchmarks/update_scaling.py --ranks 1,2,4 \
+  --steps 5 --timeout 95 --out "$out/update_scaling.json" ${commit:+--commit "$commit"}
 cat "$out/multigpu-summary.txt"

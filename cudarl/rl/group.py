@@ -137,14 +137,26 @@ class UpdateGroup:
 
     def start_send(self, channel: ChannelAddress) -> None:
         """Rank 0 broadcasts the last step's weights over ``channel``; the receiver must join now
-        (``finish_send`` then collects rank 0's answer)."""
+        (``poll_send`` then collects rank 0's answer)."""
         self.inboxes[0].put(SendJob(channel=channel))
 
-    def finish_send(self, timeout_s: float = 600.0) -> float:
-        """Rank 0's seconds for the send it was asked for (its failure as ``UpdateWorkersError``)."""
-        kind, seconds = self._receive(timeout_s, "sending the weights")
-        assert kind == "sent"
-        return seconds
+    def poll_send(self) -> float | None:
+        """Rank 0's seconds for the send it was asked for, or None while it is still sending; its
+        failure (or the workers' end) as ``UpdateWorkersError``."""
+        from ray.util.queue import Empty
+
+        try:
+            kind, answer = self.outbox.get(timeout=0.2)
+        except Empty:
+            if not self._thread.is_alive():
+                reason = f"{type(self._error).__name__}: {self._error}" if self._error else "they exited"
+                raise UpdateWorkersError(f"the update workers stopped while sending the weights: {reason}") \
+                    from self._error
+            return None
+        if kind == "send_failed":
+            raise UpdateWorkersError(f"the update workers' rank 0 could not send the weights: {answer}")
+        assert kind == "sent", kind
+        return answer
 
     def stop(self, timeout_s: float = 120.0) -> None:
         for inbox in self.inboxes:

@@ -104,14 +104,17 @@ def train_loop_per_worker(config: dict) -> None:
             for channel in channels.values():
                 channel.close()
             return
-        if isinstance(job, SendJob):
+        if isinstance(job, SendJob):  # a failed send is reported, not raised: the driver then stops the run
             started = time.perf_counter()
-            if job.channel.key not in channels:
-                for old in channels.values():
-                    old.close()
-                channels = {job.channel.key: WeightChannel(job.channel, 0, device)}
-            channels[job.channel.key].send(last)
-            outbox.put(("sent", time.perf_counter() - started))
+            try:
+                if job.channel.key not in channels:
+                    for old in channels.values():
+                        old.close()
+                    channels = {job.channel.key: WeightChannel(job.channel, 0, device)}
+                channels[job.channel.key].send(last)
+                outbox.put(("sent", time.perf_counter() - started))
+            except Exception as exc:  # noqa: BLE001 - reported to the driver with its reason
+                outbox.put(("send_failed", f"{type(exc).__name__}: {exc}"))
             continue
         if isinstance(job, ProbeJob):
             probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported}

@@ -174,9 +174,19 @@ class PolicyUpdater:
                                   from_column=from_column)
 
     def weights(self, adapter: str | None = None) -> dict:
-        """Full CPU tensors of ``adapter`` (peft's names) or of the whole model (collective)."""
+        """Full CPU tensors of ``adapter`` (peft's names) or of the whole model (collective). An
+        adapter's come from the adapters' own tensors alone (gathering the whole 1.5B model to the
+        host for them cost seconds a step); with the embedding or output layer adapted, peft's
+        export also needs their base weights, and the whole state dict is gathered."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        if adapter is not None and not set(self.spec.lora.target_modules) & {"lm_head", "embed_tokens"}:
+            from peft import get_peft_model_state_dict
+
+            adapters_state = {name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu()
+                              for name, p in self.model.named_parameters() if "lora_" in name}  # one order: all ranks
+            return {k: v.clone() for k, v in get_peft_model_state_dict(
+                self.model, state_dict=adapters_state, adapter_name=adapter).items()}
         options = StateDictOptions(full_state_dict=True, cpu_offload=True, broadcast_from_rank0=False)
         state = get_model_state_dict(self.model, options=options) if _distributed() else {
             k: v.detach().cpu() for k, v in self.model.state_dict().items()}

@@ -21,6 +21,7 @@ stops and ``--resume`` continues it), more than one receiver.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -115,6 +116,8 @@ class WeightChannel:
         timeout = timedelta(seconds=address.timeout_s)
         store = dist.TCPStore(address.host, address.port, is_master=False, timeout=timeout)
         prefixed = dist.PrefixStore(f"cudarl-weights/{address.key}/", store)
+        print(f"weight channel {address.key}: {('sender', 'receiver')[rank]} joining over {address.backend} "
+              f"on {device} (store {address.host}:{address.port})", file=sys.stderr, flush=True)
         if address.backend == "nccl":
             self.group = dist.ProcessGroupNCCL(prefixed, rank, 2, timeout)
         else:

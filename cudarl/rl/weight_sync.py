@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 
 from cudarl.rl.weight_channel import ChannelAddress, open_store
-from cudarl.rollout.engine import Probe, WeightSync
+from cudarl.rollout.engine import Probe, WeightSync, WeightSyncError
 
 
 @dataclass
@@ -68,13 +68,23 @@ def push_weights(engine, group, result, probes: dict, plan: ChannelPlan | None) 
     if plan is None:
         return {str(adapter): engine.update_weights(weights, result.version, probe=probes[adapter], adapter=adapter)
                 for adapter, weights in result.weights.items()}  # object references: the actor fetches them
+    import time
+
+    import ray
+
     by_group: dict[str, Probe] = {adapter or "model": probe for adapter, probe in probes.items()}
-    receiving = engine.receive_weights_ref(plan.address(engine.name), result.manifest, result.version, by_group)
-    group.start_send(plan.address(engine.name))
-    try:
-        syncs = engine.finish_receive(receiving, result.weights, result.version, by_group)
-    finally:
-        seconds = group.finish_send(plan.timeout_s)
-    if seconds > 60:
-        print(f"the weight channel took {seconds:.0f} s to send", file=sys.stderr, flush=True)
+    address = plan.address(engine.name)
+    receiving = engine.receive_weights_ref(address, result.manifest, result.version, by_group)
+    group.start_send(address)
+    syncs, sent, deadline = None, None, time.monotonic() + plan.timeout_s
+    while syncs is None or sent is None:  # both ends watched: either one's failure ends the wait at once
+        if syncs is None and ray.wait([receiving], timeout=0.3)[0]:
+            syncs = engine.finish_receive(receiving, result.weights, result.version, by_group)
+        if sent is None:
+            sent = group.poll_send()
+        if time.monotonic() > deadline:
+            raise WeightSyncError(f"the weights over the {plan.backend} channel took more than {plan.timeout_s:g} s "
+                                  f"(received: {syncs is not None}, sent: {sent is not None})")
+    if sent > 60:
+        print(f"the weight channel took {sent:.0f} s to send", file=sys.stderr, flush=True)
     return {str(None if name == "model" else name): sync for name, sync in syncs.items()}
