@@ -35,16 +35,19 @@ def test_manifest_and_buckets_by_hand():
 
 
 def _end(rank: int, port: int, results) -> None:
-    address = ChannelAddress("127.0.0.1", port, "test", "gloo", timeout_s=60)
-    channel = WeightChannel(address, rank, "cpu", bucket_bytes=200)  # three buckets: several broadcasts
+    import traceback
+
     try:
+        address = ChannelAddress("127.0.0.1", port, "test", "gloo", timeout_s=60)
+        channel = WeightChannel(address, rank, "cpu", bucket_bytes=200)  # three buckets: several broadcasts
         if rank == 0:
             results.put(("sent", channel.send(_tensors())))
         else:
             received = channel.receive(manifest_of(_tensors()))
             results.put(("received", {g: {n: t.clone() for n, t in ts.items()} for g, ts in received.items()}))
-    finally:
         channel.close()
+    except BaseException:  # the test shows the child's failure instead of a queue timeout
+        results.put((f"error in rank {rank}", traceback.format_exc()))
 
 
 def test_two_processes_move_every_dtype_bit_for_bit():
@@ -55,9 +58,10 @@ def test_two_processes_move_every_dtype_bit_for_bit():
     ends = [context.Process(target=_end, args=(rank, store.port, results)) for rank in (0, 1)]
     for end in ends:
         end.start()
-    answers = dict(results.get(timeout=120) for _ in ends)
+    answers = dict(results.get(timeout=240) for _ in ends)
     for end in ends:
         end.join(30)
+    assert not [k for k in answers if k.startswith("error")], answers
     assert answers["sent"] == manifest_of(_tensors())
     expected = _tensors()
     assert list(answers["received"]) == list(expected)
