@@ -25,6 +25,7 @@ PACKAGES = ("cudarl", "actors")
 # Longest prefix wins; a module may import its own layer or any lower one.
 LAYERS = {
     "cudarl.cli": 60,
+    "cudarl.serve": 55,  # serving the agents: the A/B split, the request records (the app to come runs the pool)
     "cudarl.demo": 55,  # the demo: a tiny model, the warm start and the RL run on the pool, one after another
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
