@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from cudarl.config_base import ConfigError, _Section
 from cudarl.config_rl import AlgorithmConfig, RewardConfig, TrainConfig
+from cudarl.config_serve import ServeConfig
 from cudarl.config_sft import SftConfig
 from cudarl.files import read_text
 
@@ -334,6 +335,8 @@ class CudarlConfig(_Section):
     """Returns, advantages and the policy loss of the RL phase (``cudarl.rl``)."""
     train: TrainConfig = Field(default_factory=TrainConfig)
     """The RL run: model, batch shape, episodes, update workers (``cudarl train``)."""
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    """The service: agent versions, their A/B split, request limits (``cudarl serve``)."""
 
 
 def load_config(path: Path | str | None = None) -> CudarlConfig:

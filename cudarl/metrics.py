@@ -83,3 +83,20 @@ class TrainMetrics:
         self.version = gauge("cudarl_train_weights_version", "Weights version after the step's update.")
         self.version_lag = gauge("cudarl_train_version_lag", "Trainer version minus the oldest weights that "
                                  "generated a sample of the step (1 when rollout overlaps the update).")
+
+
+class ServeMetrics:
+    """The service's figures (recorded by the gateway): requests and their latency per agent
+    version and answer status, verified kernels per version, and the A/B split's weights."""
+
+    def __init__(self) -> None:
+        from ray.util.metrics import Counter, Gauge, Histogram
+
+        self.requests = Counter("cudarl_serve_requests", "Requests answered, by agent version (A/B arm; "
+                                "'none' before one was chosen) and HTTP status.", tag_keys=("version", "status"))
+        self.latency = Histogram("cudarl_serve_latency_seconds", "Wall time of /v1/optimize requests, by version.",
+                                 boundaries=[0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600], tag_keys=("version",))
+        self.verified = Counter("cudarl_serve_verified", "Answers holding a verified kernel, by version.",
+                                tag_keys=("version",))
+        self.weight = Gauge("cudarl_serve_ab_weight", "The A/B split's weight of each version (0: out or rolled back).",
+                            tag_keys=("version",))

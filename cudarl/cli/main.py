@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--pool", action="store_true", help="judge on a tester pool in a local Ray started here")
     evaluate.set_defaults(handler=_eval)
     from cudarl.cli.demo import add_parser as add_demo_parser
+    from cudarl.cli.serve import add_parser as add_serve_parser
     from cudarl.cli.sft import add_parser as add_sft_parser
     from cudarl.cli.tasks import add_parser as add_tasks_parser
     from cudarl.cli.tester import add_parser as add_tester_parser
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sft_parser(commands)
     add_train_parser(commands)
     add_demo_parser(commands)
+    add_serve_parser(commands)
     show = commands.add_parser("config", help="print every setting with its default and meaning")
     show.set_defaults(handler=_config)
     return parser

@@ -6,7 +6,8 @@ batching fills the GPU) and one judge call (the pool compiles and benches them i
 Per turn: the answer's tokens come from the engine; the answer is parsed (no usable candidate:
 a ``format_error`` verdict, nothing judged); a candidate identical to one the episode already
 had reuses its verdict instead of being judged again; the rest go to ``judge`` together. An
-episode stops at the target speedup, after its last turn, or when its next prompt would not fit.
+episode stops at the target speedup, after its last turn, when its next prompt would not fit, or
+at its deadline (``EpisodeSettings.deadline``).
 Context modes: ``code_and_feedback`` (default, as published kernel-RL systems do: each
 optimizer prompt is rendered afresh from the task, the best code so far, the trajectory and the
 last feedback; earlier reasoning is dropped) or ``full`` (the previous prompt, the engine's
@@ -18,6 +19,7 @@ adapter and weights version. Not covered: rewards (``cudarl.reward``), the polic
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -53,6 +55,9 @@ class EpisodeSettings:
     """The engine's LoRA adapter for the first turn (None: the base weights)."""
     optimizer_adapter: str | None = None
     """The engine's LoRA adapter for the optimizer turns (None: the base weights)."""
+    deadline: float | None = None
+    """A ``time.monotonic()`` instant: turns not started by then are skipped and the episodes stop
+    with ``"time"`` (a served request's budget); a turn under way finishes. None: no limit."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.optimizer_turns <= 64:
@@ -84,6 +89,10 @@ def run_episodes(engine: RolloutEngine, chat: ChatTokens, judge: Judge, tasks: S
             if len(episode.prompt_ids) > settings.max_prompt_tokens:
                 episode.stopped = "context_limit"
         active = [e for e in active if not e.stopped]
+        if active and settings.deadline is not None and time.monotonic() >= settings.deadline:
+            for episode in active:
+                episode.stopped = "time"
+            break
         if not active:
             break
         adapter = settings.generator_adapter if turn == 0 else settings.optimizer_adapter

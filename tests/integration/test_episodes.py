@@ -115,3 +115,36 @@ def test_an_episode_against_a_real_tester_pool(tokenizer):
     repeats = [t for t in trajectory.turns[1:] if t.candidate_hash == first.candidate_hash]
     assert all(t.verdict is first.verdict for t in repeats)  # reused, not judged again
     _check_tokens(engine, trajectory)
+
+
+class _SlowEngine:
+    """A real engine whose generation takes ``seconds`` (a turn that outlasts the deadline)."""
+
+    def __init__(self, engine: HFEngine, seconds: float) -> None:
+        self.engine, self.seconds = engine, seconds
+
+    def generate(self, prompts, settings, adapter=None):
+        import time
+
+        time.sleep(self.seconds)
+        return self.engine.generate(prompts, settings, adapter=adapter)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_turns_not_started_by_the_deadline_are_skipped(tokenizer):
+    import time
+
+    engine, chat = HFEngine(tiny_model(tokenizer, seed=1)), ChatTokens(tokenizer)
+    sampling = SamplingSettings(max_new_tokens=4, seed=0)
+    past = EpisodeSettings(optimizer_turns=2, sampling=sampling, deadline=time.monotonic() - 1)
+    (trajectory,) = run_episodes(engine, chat, _never_called, [(TASK, "late")], past)
+    assert trajectory.turns == () and trajectory.stopped_because == "time"
+    # the first turn starts in time and outlasts the deadline: it finishes, the next two are skipped
+    soon = EpisodeSettings(optimizer_turns=2, sampling=sampling, deadline=time.monotonic() + 0.5)
+    (trajectory,) = run_episodes(_SlowEngine(engine, 1.0), chat, _never_called, [(TASK, "soon")], soon)
+    assert len(trajectory.turns) == 1 and trajectory.stopped_because == "time"
+    unlimited = EpisodeSettings(optimizer_turns=2, sampling=sampling)
+    (trajectory,) = run_episodes(engine, chat, _never_called, [(TASK, "free")], unlimited)
+    assert len(trajectory.turns) == 3 and trajectory.stopped_because == "max_turns"

@@ -1,0 +1,58 @@
+"""``cudarl serve``: the agents behind HTTP (``cudarl.serve.app``) on an embedded local Ray or a
+cluster (``--address``), until Ctrl-C. Settings: the config file's ``[serve]`` table (versions,
+A/B weights, rollback, engine, limits), any setting overridden with ``--set table.name=value``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from cudarl.cli.overrides import parse_overrides
+    from cudarl.config import load_config
+
+    config = load_config(args.config)
+    changes = parse_overrides(args.set, "table.name=value, e.g. serve.port=8080 (see `cudarl config`)", dotted=True)
+    if args.model:
+        changes["serve.model"] = args.model
+    if args.port:
+        changes["serve.port"] = args.port
+    if changes:
+        config = config.with_changes(changes)
+    try:  # before anything starts: a model that cannot be reached is a one-line error
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(config.serve.model)
+    except (OSError, ValueError) as exc:
+        print(f"cudarl serve: model {config.serve.model!r}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    from ray import serve
+
+    from cudarl.pool.client import connect_ray
+    from cudarl.serve.app import app_from_config
+
+    connect_ray(args.address, namespace=config.pool.namespace)
+    serve.start(http_options={"host": args.host, "port": config.serve.port})
+    serve.run(app_from_config(config), name="cudarl", route_prefix="/")
+    where = f"http://{args.host}:{config.serve.port}"
+    print(f"cudarl serve: {where}/v1/optimize (OpenAPI: {where}/docs); Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()
+    return 0
+
+
+def add_parser(commands) -> None:
+    serve_parser = commands.add_parser("serve", help="serve the trained agents over HTTP (POST /v1/optimize)")
+    serve_parser.add_argument("--config", help="TOML config file; its [serve] table (see `cudarl config`)")
+    serve_parser.add_argument("--model", help="override serve.model")
+    serve_parser.add_argument("--port", type=int, help="override serve.port")
+    serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    serve_parser.add_argument("--address", help="Ray cluster to run on ('auto': this machine's); default: a local Ray")
+    serve_parser.add_argument("--set", action="append", default=[], metavar="TABLE.NAME=VALUE",
+                              help="override a setting (repeatable)")
+    serve_parser.set_defaults(handler=_serve)
