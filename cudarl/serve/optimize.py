@@ -44,7 +44,8 @@ def run_request(engine: RolloutEngine, chat: ChatTokens, judge: Judge, task: Tas
     settings = EpisodeSettings(optimizer_turns=budget.turns - 1, target_speedup=target_speedup,
                                sampling=sampling or SamplingSettings(), generator_adapter=adapters[0],
                                optimizer_adapter=adapters[1], deadline=started + budget.seconds)
-    (trajectory,) = run_episodes(engine, chat, judge, [(task, f"request-{uuid.uuid4().hex[:8]}")], settings)
+    request_id = uuid.uuid4().hex
+    (trajectory,) = run_episodes(engine, chat, judge, [(task, f"request-{request_id[:12]}")], settings)
     records = [TurnRecord(turn=index, role=turn.role, outcome=str(turn.verdict.outcome.value), speedup=turn.speedup,
                           reasons=list(turn.verdict.reasons[:3])) for index, turn in enumerate(trajectory.turns)]
     best = best_turn(trajectory.turns)
@@ -52,6 +53,7 @@ def run_request(engine: RolloutEngine, chat: ChatTokens, judge: Judge, task: Tas
     if best is not None:
         kernel = parse_answer(chat.decode(trajectory.turns[best].response_ids)).source
         verdict = trajectory.turns[best].verdict.model_dump(mode="json")
-    return OptimizeAnswer(task_id=task.id, version=version, kernel=kernel, verdict=verdict, turns=records,
+    return OptimizeAnswer(request_id=request_id, task_id=task.id, version=version, kernel=kernel, verdict=verdict,
+                          turns=records,
                           budget_left_s=max(0.0, budget.seconds - (time.monotonic() - started)),
                           stopped_by=STOPPED_BY.get(trajectory.stopped_because, trajectory.stopped_because))

@@ -89,6 +89,8 @@ class OptimizeAnswer(BaseModel):
     """The answer: the best verified kernel (None when no turn produced one), its verdict, the
     turns, and the agent version that served the request."""
 
+    request_id: str
+    """Unique per answer (a client that sees one twice was answered twice)."""
     task_id: str
     version: str
     """The agent version (A/B arm) that served this request."""

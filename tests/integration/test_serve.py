@@ -115,6 +115,7 @@ def test_the_service_over_http(tmp_path):
         with ThreadPoolExecutor(6) as threads:
             answers = list(threads.map(lambda body: _call(f"{url}/v1/optimize", body), bodies))
         assert [status for status, _ in answers] == [200] * 6
+        assert len({answer["request_id"] for _, answer in answers}) == 6
 
         # the rollback: every answer so far unverified; the first version to give 3 answers
         # (window 3, threshold 0.5) left the split, the other stays (never the last)
