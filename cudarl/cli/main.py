@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(started there if none runs; `auto`: this machine's cluster)")
     evaluate.add_argument("--pool", action="store_true", help="judge on a tester pool in a local Ray started here")
     evaluate.set_defaults(handler=_eval)
+    from cudarl.cli.dashboards import add_parser as add_dashboards_parser
     from cudarl.cli.demo import add_parser as add_demo_parser
     from cudarl.cli.serve import add_parser as add_serve_parser
     from cudarl.cli.sft import add_parser as add_sft_parser
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(commands)
     add_demo_parser(commands)
     add_serve_parser(commands)
+    add_dashboards_parser(commands)
     show = commands.add_parser("config", help="print every setting with its default and meaning")
     show.set_defaults(handler=_config)
     return parser
