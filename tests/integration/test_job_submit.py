@@ -1,0 +1,65 @@
+"""Jobs on a Ray head started with ``ray start --head``, submitted through Ray's job API as a user
+submits them to a cluster: a one-step training run (a tiny model, compile-only verdicts) and a
+tester eval; both end SUCCEEDED with their outputs written."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from cudarl.demo.tiny import build_tiny_model
+    from cudarl.tasks.builtin import suite_solutions
+
+    kernels = [c.source for c in suite_solutions({"vector_add", "relu"}, form="nvrtc")]
+    model = build_tiny_model(tmp_path / "model", kernels)
+    gcs, dashboard = _port(), _port()
+    subprocess.run([RAY, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--num-cpus=6",
+                    "--dashboard-host=127.0.0.1", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=180)
+    try:
+        client = JobSubmissionClient(f"http://127.0.0.1:{dashboard}")
+        python = shlex.quote(sys.executable)
+        train = client.submit_job(entrypoint=(
+            f"{python} -m cudarl.cli train --model {shlex.quote(str(model))} --address auto "
+            f"--out {shlex.quote(str(tmp_path / 'run'))} --set train.steps=1 --set train.tasks_per_step=1 "
+            "--set train.group_size=2 --set train.optimizer_turns=0 --set train.max_new_tokens=64 "
+            "--set train.engine=hf --set tester.compile.mode=kernel --set pool.min_compile_workers=1 "
+            "--set pool.max_compile_workers=1 --set 'curriculum.tiers=[\"easy\"]'"))
+        evaluate = client.submit_job(entrypoint=(
+            f"{python} -m cudarl.cli eval --only vector_add,relu --compile-mode kernel --address auto "
+            f"--out {shlex.quote(str(tmp_path / 'report.json'))}"))
+        deadline = time.monotonic() + 900
+        states = {}
+        while time.monotonic() < deadline:
+            states = {job: client.get_job_status(job) for job in (train, evaluate)}
+            if all(state in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED) for state in states.values()):
+                break
+            time.sleep(5)
+        logs = {job: client.get_job_logs(job)[-3000:] for job in (train, evaluate)}
+        assert states == {train: JobStatus.SUCCEEDED, evaluate: JobStatus.SUCCEEDED}, (states, logs)
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+    lines = (tmp_path / "run" / "steps.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["weights_version"] == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert sorted(row["task_id"] for row in report["verdicts"]) == ["relu", "vector_add"], report.keys()
