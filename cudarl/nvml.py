@@ -1,13 +1,12 @@
-"""GPU utilization from NVML through ctypes (no Python NVML package is required).
+"""GPU utilization and memory through NVIDIA's maintained NVML binding (``nvidia-ml-py``, imported
+as ``pynvml``).
 
 Used by bench workers to sample what their GPU is doing for the metrics. Returns nothing where
-the driver's ``libnvidia-ml.so.1`` is missing (CPU machines): callers treat that as "not
-available", never as zero.
+NVML cannot start (no driver: CPU machines): callers treat that as "not available", never as zero.
 """
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 
@@ -20,52 +19,43 @@ class GpuSample:
     memory_total_bytes: int
 
 
-class _Utilization(ctypes.Structure):
-    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+_started: bool | None = None  # None: not tried yet
 
 
-class _Memory(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+def _start() -> bool:
+    global _started
+    if _started is None:
+        import pynvml
 
-
-_library: ctypes.CDLL | None = None
-_failed = False
-
-
-def _nvml() -> ctypes.CDLL | None:
-    global _library, _failed
-    if _library is None and not _failed:
         try:
-            library = ctypes.CDLL("libnvidia-ml.so.1")
-            if library.nvmlInit_v2() != 0:
-                raise OSError("nvmlInit failed")
-            _library = library
-        except (OSError, AttributeError):
-            _failed = True
-    return _library
+            pynvml.nvmlInit()
+            _started = True
+        except pynvml.NVMLError:
+            _started = False
+    return _started
 
 
 def sample(visible: list[int] | None = None) -> list[GpuSample]:
     """One sample per GPU (only ``visible`` physical indices when given); [] without NVML."""
-    library = _nvml()
-    if library is None:
+    if not _start():
         return []
-    count = ctypes.c_uint()
-    if library.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+    import pynvml
+
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError:
         return []
     samples = []
-    for index in range(count.value):
+    for index in range(count):
         if visible is not None and index not in visible:
             continue
-        handle = ctypes.c_void_p()
-        if library.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            utilization = pynvml.nvmlDeviceGetUtilizationRates(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+        except pynvml.NVMLError:  # a GPU that does not answer: left out of this sample
             continue
-        utilization, memory = _Utilization(), _Memory()
-        uuid = ctypes.create_string_buffer(96)
-        if (library.nvmlDeviceGetUtilizationRates(handle, ctypes.byref(utilization)) != 0
-                or library.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0):
-            continue
-        library.nvmlDeviceGetUUID(handle, uuid, 96)
-        samples.append(GpuSample(index, uuid.value.decode(errors="replace"), float(utilization.gpu),
-                                 int(memory.used), int(memory.total)))
+        samples.append(GpuSample(index, uuid.decode(errors="replace") if isinstance(uuid, bytes) else str(uuid),
+                                 float(utilization.gpu), int(memory.used), int(memory.total)))
     return samples
