@@ -13,7 +13,6 @@ Covered: the app, its config from ``[serve]``, ``build_app`` for ``serve run``. 
 sharing the A/B outcomes between gateway replicas (one gateway replica by default).
 """
 
-from __future__ import annotations
 
 import asyncio
 import time
