@@ -5,7 +5,8 @@ pushed to a Grafana through its HTTP API with ``grafana-client`` (``cudarl dashb
 
 Why generated: the expressions are the contract with the metrics module, and a test runs every one
 of them against a real Prometheus scraping a real Ray cluster; one list serves the JSON, the test
-and the docs. ``needs`` marks panels whose data only a GPU (bench workers' NVML samples) gives.
+and the docs. ``needs`` marks panels whose data only a GPU gives (bench workers' NVML samples,
+speedups of correct kernels: compile-only verdicts have none).
 
 Covered: the panels, the JSON models, export, install. Not covered: alerting rules.
 """
@@ -23,7 +24,7 @@ class Panel:
     expr: str
     legend: str = ""
     unit: str = "short"
-    needs: str = ""  # "gpu": only a machine with a GPU gives data
+    needs: str = ""  # "gpu": only a machine with a GPU gives data (NVML samples, or timed correct kernels)
 
 
 def _quantile(q: float, metric: str, by: str) -> str:
@@ -35,7 +36,7 @@ DASHBOARDS: dict[str, tuple[str, list[Panel]]] = {
         Panel("Mean reward", "ray_cudarl_train_reward", "{{run}}"),
         Panel("Pass rate per tier", 'ray_cudarl_train_rate{kind="pass"}', "{{run}} {{tier}}", "percentunit"),
         Panel("Compile rate per tier", 'ray_cudarl_train_rate{kind="compile"}', "{{run}} {{tier}}", "percentunit"),
-        Panel("Speedup of correct turns", "ray_cudarl_train_speedup", "{{run}} {{stat}}"),
+        Panel("Speedup of correct turns", "ray_cudarl_train_speedup", "{{run}} {{stat}}", needs="gpu"),
         Panel("Curriculum tier", "ray_cudarl_train_tier_level", "{{run}}"),
         Panel("Response tokens per second of step",
               'ray_cudarl_train_response_tokens / ignoring(phase) ray_cudarl_train_step_seconds{phase="step"}',

@@ -26,8 +26,11 @@ def _port() -> int:
         return probe.getsockname()[1]
 
 
-def _query(base: str, expr: str) -> list:
-    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+def _query(base: str, expr: str, since: float) -> list:
+    """The expression over the test's time range, as a dashboard asks for it (a gauge set once
+    has samples there even after Ray stops exporting it)."""
+    url = f"{base}/api/v1/query_range?" + urllib.parse.urlencode(
+        {"query": expr, "start": since, "end": time.time(), "step": "1s"})
     with urllib.request.urlopen(url, timeout=10) as response:
         answer = json.loads(response.read())
     assert answer["status"] == "success", (expr, answer)
@@ -57,7 +60,7 @@ def test_every_panel_returns_data(tmp_path):
                                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                    f"--web.listen-address=127.0.0.1:{prometheus_port}"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{prometheus_port}"
+    base, since = f"http://127.0.0.1:{prometheus_port}", time.time()
     config = CudarlConfig.model_validate({
         "tester": {"compile": {"mode": "kernel"}},
         "pool": {"min_compile_workers": 1, "max_compile_workers": 1},
@@ -82,7 +85,8 @@ def test_every_panel_returns_data(tmp_path):
         empty: list[str] = []
         deadline = time.monotonic() + 120  # Ray's agent exports every few seconds; Prometheus scrapes each second
         while time.monotonic() < deadline:
-            empty = [f"{name}: {panel.title}: {panel.expr}" for name, panel in panels if not _query(base, panel.expr)]
+            empty = [f"{name}: {panel.title}: {panel.expr}" for name, panel in panels
+                     if not _query(base, panel.expr, since)]
             if not empty:
                 break
             time.sleep(3)
