@@ -119,3 +119,7 @@ def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+"""Ray's token authentication ("token" or "disabled"); the cluster test starts its head with
+"disabled", as the client in the test's process has it (a head reachable only from that machine)."""

@@ -5,6 +5,7 @@ tester eval; both end SUCCEEDED with their outputs written."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from cudarl import env
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -33,9 +36,11 @@ def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
     kernels = [c.source for c in suite_solutions({"vector_add", "relu"}, form="nvrtc")]
     model = build_tiny_model(tmp_path / "model", kernels)
     gcs, dashboard = _port(), _port()
+    # token authentication off, as this process's client has it (a cluster reachable only from here)
+    environment = {**os.environ, env.RAY_AUTH_MODE: "disabled"}
     subprocess.run([RAY, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--num-cpus=6",
                     "--dashboard-host=127.0.0.1", "--disable-usage-stats"],
-                   check=True, capture_output=True, timeout=180)
+                   check=True, capture_output=True, timeout=180, env=environment)
     try:
         client = JobSubmissionClient(f"http://127.0.0.1:{dashboard}")
         python = shlex.quote(sys.executable)
