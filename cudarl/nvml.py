@@ -25,8 +25,14 @@ _started: bool | None = None  # None: not tried yet
 def _start() -> bool:
     global _started
     if _started is None:
-        import pynvml
+        try:
+            import pynvml
+        except ImportError:  # a dependency, but an environment assembled by hand may lack it: say so once
+            import sys
 
+            print("cudarl: nvidia-ml-py is not installed: no GPU utilization or memory metrics", file=sys.stderr)
+            _started = False
+            return False
         try:
             pynvml.nvmlInit()
             _started = True
