@@ -381,6 +381,8 @@ def _toml_value(value: object) -> str:
         return repr(value)
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        return "{" + ", ".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in value.items()) + "}"
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
