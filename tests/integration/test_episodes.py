@@ -133,6 +133,7 @@ class _SlowEngine:
         return getattr(self.engine, name)
 
 
+@pytest.mark.slow
 def test_turns_not_started_by_the_deadline_are_skipped(tokenizer):
     import time
 

@@ -52,6 +52,7 @@ def _end(rank: int, port: int, results) -> None:
         results.put((f"error in rank {rank}", traceback.format_exc()))
 
 
+@pytest.mark.slow
 def test_two_processes_move_every_dtype_bit_for_bit():
     store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                        timeout=timedelta(seconds=60))
