@@ -5,6 +5,7 @@ A/B weights, rollback, engine, limits), any setting overridden with ``--set tabl
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -33,7 +34,11 @@ def _serve(args: argparse.Namespace) -> int:
     from cudarl.pool.client import connect_ray
     from cudarl.serve.app import app_from_config
 
-    connect_ray(args.address, namespace=config.pool.namespace)
+    # a local Ray gets logical CPUs for every actor the service starts (agent replicas, the gateway,
+    # the pool and its compile workers), also on a machine with fewer cores: they mostly wait
+    wanted = config.serve.agent_replicas + max(config.pool.max_compile_workers, config.pool.min_compile_workers, 1) + 3
+    connect_ray(args.address, num_cpus=None if args.address else max(os.cpu_count() or 1, wanted),
+                namespace=config.pool.namespace)
     serve.start(http_options={"host": args.host, "port": config.serve.port})
     serve.run(app_from_config(config), name="cudarl", route_prefix="/")
     where = f"http://{args.host}:{config.serve.port}"
