@@ -82,6 +82,7 @@ class Policy:
         device = "cuda" if self.spec.gpu_share > 0 else "cpu"
         self.engine = load_engine(self.spec.model, self.spec.engine, self.spec.dtype, device,
                                   lora=self.spec.lora is not None, vllm_settings=self.spec.vllm)
+        self._channel = None  # the weight channel to the update workers, opened by the first receive
         if self.spec.lora is not None:
             for role in self.spec.roles:
                 self.engine.add_adapter(role, self.spec.lora)
@@ -95,8 +96,7 @@ class Policy:
 
         settings, weights = read_adapter_folder(Path(folder))
         mine = self.spec.lora
-        if (settings.rank, settings.alpha, set(settings.target_modules)) != (mine.rank, mine.alpha,
-                                                                             set(mine.target_modules)):
+        if not settings.same_shape(mine):
             raise ValueError(f"{folder}: rank {settings.rank}, alpha {settings.alpha} over "
                              f"{', '.join(settings.target_modules)}; this policy's adapters are rank {mine.rank}, "
                              f"alpha {mine.alpha} over {', '.join(mine.target_modules)}")
@@ -140,15 +140,14 @@ class Policy:
         (``cudarl.rl.weight_channel``; the sender is told to send at the same moment), loaded into
         each role's adapter (group "model": the base weights) and checked on ``probes[group]``;
         the syncs by group."""
-        from cudarl.rl.weight_channel import WeightChannel
+        from cudarl.rl.weight_channel import WeightChannel, adapter_of
 
-        channel = getattr(self, "_channel", None)
-        if channel is None or channel.address.key != address.key:
-            if channel is not None:
-                channel.close()
-            channel = self._channel = WeightChannel(address, 1, "cuda" if self.spec.gpu_share > 0 else "cpu")
-        groups = channel.receive(manifest)
-        return {group: self.update_weights(tensors, version, probes.get(group), None if group == "model" else group)
+        if self._channel is None or self._channel.address.key != address.key:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel = WeightChannel(address, 1, "cuda" if self.spec.gpu_share > 0 else "cpu")
+        groups = self._channel.receive(manifest)
+        return {group: self.update_weights(tensors, version, probes.get(group), adapter_of(group))
                 for group, tensors in groups.items()}
 
 

@@ -111,13 +111,38 @@ def plot_curves(rows: Sequence[dict], folder: Path) -> list[Path]:
     return written
 
 
+def machine() -> dict:
+    """What produced the report: cudarl's commit (where it runs from a checkout) and version, Python, torch and
+    its CUDA, the GPU, the CPU count; figures from two reports compare only where these agree."""
+    import os
+    import platform
+    import subprocess
+
+    import torch
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = version("cudarl")
+    except PackageNotFoundError:
+        package = None
+    return {"commit": commit, "cudarl": package, "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "cpus": os.cpu_count()}
+
+
 def write_report(folder: Path, summary: dict, rows: Sequence[dict], judged: Sequence[Judged]) -> dict[str, Judged]:
-    """``summary.json`` (settings, steps, best kernels' verdicts), ``steps.json``, the plots and
+    """``summary.json`` (settings, the machine, steps, best kernels' verdicts), ``steps.json``, the plots and
     ``kernels/<task>.py`` with ``kernels/<task>.json``; the best kernels. The JSON first: a plot
     that fails loses nothing else."""
     folder.mkdir(parents=True, exist_ok=True)
     best = best_kernels(judged)
-    summary = summary | {"steps": list(rows), "best_kernels": {
+    summary = summary | {"machine": machine(), "steps": list(rows), "best_kernels": {
         task: {"step": item.step + 1, "outcome": item.verdict["outcome"], "file": f"kernels/{task}.py"}
         for task, item in sorted(best.items())}}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -171,12 +171,12 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
                            f"adapters {state['weights_version']}")
     try:
-        channel = choose_channel(train.weight_sync, group.device_uuid, group.on_gpu, engine.device_uuid(),
-                                 engine.spec.gpu_share > 0)
+        policy_gpu = engine.device_uuid()
+        channel = choose_channel(train.weight_sync, group.device_uuid, policy_gpu)
     except BaseException:
         group.stop()
         raise
-    print(describe(channel, group.device_uuid, engine.device_uuid()), file=sys.stderr, flush=True)
+    print(describe(channel, group.device_uuid, policy_gpu), file=sys.stderr, flush=True)
     if checkpoint is None and spec.init_adapters:
         on_phase(first_step, "warm start: adapters into the engine")
         try:

@@ -93,13 +93,18 @@ class UpdateGroup:
         self._thread.start()
         kind, (self.version, self.device_uuid) = self._receive(start_timeout_s, "to start")
         assert kind == "ready"
-        self.on_gpu = gpus_per_rank > 0
 
     def _fit(self) -> None:
         try:
             self._trainer.fit()
         except BaseException as exc:  # noqa: BLE001 - surfaced to the caller by _receive
             self._error = exc
+
+    def _raise_if_stopped(self, when: str) -> None:
+        """``UpdateWorkersError`` with Ray's reason once the workers' ``fit`` has ended."""
+        if not self._thread.is_alive():
+            reason = f"{type(self._error).__name__}: {self._error}" if self._error else "they exited"
+            raise UpdateWorkersError(f"the update workers stopped {when}: {reason}") from self._error
 
     def _receive(self, timeout_s: float, doing: str):
         from ray.util.queue import Empty
@@ -109,9 +114,7 @@ class UpdateGroup:
             try:
                 return self.outbox.get(timeout=1.0)
             except Empty:
-                if not self._thread.is_alive():
-                    reason = f"{type(self._error).__name__}: {self._error}" if self._error else "they exited"
-                    raise UpdateWorkersError(f"the update workers stopped before {doing}: {reason}") from self._error
+                self._raise_if_stopped(f"before {doing}")
         raise UpdateWorkersError(f"the update workers took more than {timeout_s:g} s {doing}")
 
     def update(self, step: int, samples: Sequence[TrainSample], probe: tuple[tuple[int, ...], int] | None = None,
@@ -148,10 +151,7 @@ class UpdateGroup:
         try:
             kind, answer = self.outbox.get(timeout=0.2)
         except Empty:
-            if not self._thread.is_alive():
-                reason = f"{type(self._error).__name__}: {self._error}" if self._error else "they exited"
-                raise UpdateWorkersError(f"the update workers stopped while sending the weights: {reason}") \
-                    from self._error
+            self._raise_if_stopped("while sending the weights")
             return None
         if kind == "send_failed":
             raise UpdateWorkersError(f"the update workers' rank 0 could not send the weights: {answer}")

@@ -144,9 +144,11 @@ class PolicyClient:
         """The syncs by group of a receive begun with ``receive_weights_ref``; ``weights`` (object
         references by adapter) and ``probes`` are kept for ``restart``, which restores from the
         object store."""
+        from cudarl.rl.weight_channel import group_of
+
         syncs = self._get(ref, "to take new weights")
         for adapter, ref_of_weights in weights.items():
-            self._synced[adapter] = (ref_of_weights, version, probes.get(adapter or "model"))
+            self._synced[adapter] = (ref_of_weights, version, probes.get(group_of(adapter)))
         return syncs
 
 

@@ -81,7 +81,7 @@ def train_loop_per_worker(config: dict) -> None:
     import torch
 
     from cudarl.rl.update import PolicyUpdater
-    from cudarl.rl.weight_channel import WeightChannel, device_uuid, manifest_of
+    from cudarl.rl.weight_channel import WeightChannel, device_uuid, group_of, manifest_of
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
@@ -129,7 +129,7 @@ def train_loop_per_worker(config: dict) -> None:
         if job.save_to:
             updater.save(job.save_to)
         if rank == 0:  # the weights by reference: the queue carries only the small record
-            last = {name or "model": tensors for name, tensors in weights.items()}
+            last = {group_of(name): tensors for name, tensors in weights.items()}
             weights = {name: ray.put(tensors) for name, tensors in weights.items()}
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,

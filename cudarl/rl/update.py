@@ -184,7 +184,8 @@ class PolicyUpdater:
             from peft import get_peft_model_state_dict
 
             adapters_state = {name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().cpu()
-                              for name, p in self.model.named_parameters() if "lora_" in name}  # one order: all ranks
+                              for name, p in self.model.named_parameters()  # one order on all ranks
+                              if "lora_" in name and f".{adapter}." in name}
             return {k: v.clone() for k, v in get_peft_model_state_dict(
                 self.model, state_dict=adapters_state, adapter_name=adapter).items()}
         options = StateDictOptions(full_state_dict=True, cpu_offload=True, broadcast_from_rank0=False)

@@ -51,19 +51,18 @@ class ChannelAddress:
 class TensorSpec:
     """One tensor of a transfer, as the receiver allocates it."""
 
-    group: str  # what the tensor belongs to: an adapter's name, or "model"
+    group: str  # what the tensor belongs to: an adapter's name, or MODEL_GROUP
     name: str
     shape: tuple[int, ...]
     dtype: str  # torch's name without the prefix: "bfloat16"
 
     @property
     def nbytes(self) -> int:
+        import math
+
         import torch
 
-        count = 1
-        for size in self.shape:
-            count *= size
-        return count * torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+        return math.prod(self.shape) * getattr(torch, self.dtype).itemsize
 
     @property
     def slot(self) -> int:
@@ -72,6 +71,19 @@ class TensorSpec:
 
 
 Manifest = tuple[TensorSpec, ...]
+
+MODEL_GROUP = "model"
+"""The group name of the whole model's weights (full fine-tuning); an adapter's group is its name."""
+
+
+def group_of(adapter: str | None) -> str:
+    """The channel group of ``adapter`` (None: the whole model)."""
+    return adapter or MODEL_GROUP
+
+
+def adapter_of(group: str) -> str | None:
+    """The adapter a channel group holds (None: the whole model)."""
+    return None if group == MODEL_GROUP else group
 
 
 def manifest_of(groups: Mapping[str, Mapping[str, object]]) -> Manifest:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from cudarl.rl.weight_channel import ChannelAddress, open_store
+from cudarl.rl.weight_channel import ChannelAddress, adapter_of, group_of, open_store
 from cudarl.rollout.engine import Probe, WeightSync, WeightSyncError
 
 
@@ -34,13 +34,14 @@ class ChannelPlan:
         return ChannelAddress(self.host, self.port, key, self.backend, self.timeout_s)
 
 
-def choose_channel(setting: str, trainer_gpu: str | None, trainer_on_gpu: bool, policy_gpu: str | None,
-                   policy_on_gpu: bool, timeout_s: float = 600.0) -> ChannelPlan | None:
+def choose_channel(setting: str, trainer_gpu: str | None, policy_gpu: str | None,
+                   timeout_s: float = 600.0) -> ChannelPlan | None:
     """The channel for ``train.weight_sync`` = ``setting`` given both ends' devices (a GPU's
     UUID, None on a CPU); None: the object store. ``ValueError`` for a "collective" that cannot work."""
     if setting == "object_store":
         return None
-    both_gpus, both_cpus = trainer_on_gpu and policy_on_gpu, not trainer_on_gpu and not policy_on_gpu
+    both_gpus = trainer_gpu is not None and policy_gpu is not None
+    both_cpus = trainer_gpu is None and policy_gpu is None
     same_gpu = both_gpus and trainer_gpu == policy_gpu
     if setting == "auto" and (not both_gpus or same_gpu):
         return None
@@ -72,7 +73,7 @@ def push_weights(engine, group, result, probes: dict, plan: ChannelPlan | None) 
 
     import ray
 
-    by_group: dict[str, Probe] = {adapter or "model": probe for adapter, probe in probes.items()}
+    by_group: dict[str, Probe] = {group_of(adapter): probe for adapter, probe in probes.items()}
     address = plan.address(engine.name)
     receiving = engine.receive_weights_ref(address, result.manifest, result.version, by_group)
     group.start_send(address)
@@ -87,4 +88,4 @@ def push_weights(engine, group, result, probes: dict, plan: ChannelPlan | None) 
                                   f"(received: {syncs is not None}, sent: {sent is not None})")
     if sent > 60:
         print(f"the weight channel took {sent:.0f} s to send", file=sys.stderr, flush=True)
-    return {str(None if name == "model" else name): sync for name, sync in syncs.items()}
+    return {str(adapter_of(name)): sync for name, sync in syncs.items()}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -17,13 +16,7 @@ import urllib.request
 import pytest
 
 from tests.integration.test_rl_driver import TASK
-from tests.integration.test_serve import _call, _model_and_adapters
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.integration.test_serve import _call, _free_port, _model_and_adapters
 
 
 def _query(base: str, expr: str, since: float) -> list:
@@ -52,7 +45,7 @@ def test_every_panel_returns_data(tmp_path):
     from cudarl.serve.app import app_from_config
 
     model, _ = _model_and_adapters(tmp_path)
-    metrics_port, prometheus_port, http_port = _port(), _port(), _port()
+    metrics_port, prometheus_port, http_port = _free_port(), _free_port(), _free_port()
     (tmp_path / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         f"scrape_configs: [{{job_name: ray, static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]}}]\n")

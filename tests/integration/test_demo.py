@@ -47,6 +47,8 @@ def test_the_demo_from_a_clean_copy_writes_its_report(tmp_path):
     report = out / "report"
     summary = json.loads((report / "summary.json").read_text())
     assert summary["verdicts"] == ("full" if gpu else "compile-only (no GPU)") and summary["gpu"] is gpu
+    machine = summary["machine"]  # a copy without git history: no commit, the package's version instead
+    assert machine["cudarl"] and machine["torch"] and (machine["gpu"] is not None) is gpu and "commit" in machine
     assert [row["step"] for row in summary["steps"]] == [1, 2]
     assert [row["weights_version"] for row in summary["steps"]] == [2, 3]  # the warm start is version 1
     for row in summary["steps"]:

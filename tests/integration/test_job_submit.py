@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +15,9 @@ from pathlib import Path
 import pytest
 
 from cudarl import env
+from tests.integration.test_serve import _free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -35,7 +29,7 @@ def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
 
     kernels = [c.source for c in suite_solutions({"vector_add", "relu"}, form="nvrtc")]
     model = build_tiny_model(tmp_path / "model", kernels)
-    gcs, dashboard = _port(), _port()
+    gcs, dashboard = _free_port(), _free_port()
     # token authentication off, as this process's client has it (a cluster reachable only from here)
     environment = {**os.environ, env.RAY_AUTH_MODE: "disabled"}
     subprocess.run([RAY, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--num-cpus=6",

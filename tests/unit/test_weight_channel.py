@@ -76,16 +76,16 @@ def test_two_processes_move_every_dtype_bit_for_bit():
 
 
 def test_the_channel_is_chosen_from_where_both_ends_sit():
-    assert choose_channel("object_store", "gpu-a", True, "gpu-b", True) is None
-    assert choose_channel("auto", None, False, None, False) is None  # CPUs: the object store
-    assert choose_channel("auto", "gpu-a", True, "gpu-a", True) is None  # one GPU shared
-    assert choose_channel("auto", "gpu-a", True, None, False) is None
-    assert choose_channel("auto", "gpu-a", True, "gpu-b", True).backend == "nccl"
-    assert choose_channel("collective", None, False, None, False).backend == "gloo"
+    assert choose_channel("object_store", "gpu-a", "gpu-b") is None
+    assert choose_channel("auto", None, None) is None  # CPUs: the object store
+    assert choose_channel("auto", "gpu-a", "gpu-a") is None  # one GPU shared
+    assert choose_channel("auto", "gpu-a", None) is None
+    assert choose_channel("auto", "gpu-a", "gpu-b").backend == "nccl"
+    assert choose_channel("collective", None, None).backend == "gloo"
     with pytest.raises(ValueError, match="share GPU gpu-a, and NCCL refuses two members on one GPU"):
-        choose_channel("collective", "gpu-a", True, "gpu-a", True)
+        choose_channel("collective", "gpu-a", "gpu-a")
     with pytest.raises(ValueError, match="one of them has a GPU and the other not"):
-        choose_channel("collective", "gpu-a", True, None, False)
+        choose_channel("collective", "gpu-a", None)
 
 
 def test_a_third_member_is_refused():
