@@ -172,11 +172,11 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
                            f"adapters {state['weights_version']}")
     try:
         policy_gpu = engine.device_uuid()
-        channel = choose_channel(train.weight_sync, group.device_uuid, policy_gpu)
+        channel = choose_channel(train.weight_sync, group.device_uuids, policy_gpu, any_rank=lora is not None)
     except BaseException:
         group.stop()
         raise
-    print(describe(channel, group.device_uuid, policy_gpu), file=sys.stderr, flush=True)
+    print(describe(channel, group.device_uuids, policy_gpu), file=sys.stderr, flush=True)
     if checkpoint is None and spec.init_adapters:
         on_phase(first_step, "warm start: adapters into the engine")
         try:

@@ -91,8 +91,13 @@ class UpdateGroup:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._fit, name="cudarl-update-workers", daemon=True)
         self._thread.start()
-        kind, (self.version, self.device_uuid) = self._receive(start_timeout_s, "to start")
+        kind, (self.version, self.device_uuids) = self._receive(start_timeout_s, "to start")
         assert kind == "ready"
+
+    @property
+    def device_uuid(self) -> str | None:
+        """Rank 0's GPU (None on a CPU)."""
+        return self.device_uuids[0]
 
     def _fit(self) -> None:
         try:
@@ -138,13 +143,14 @@ class UpdateGroup:
         assert kind == "probe"
         return probes
 
-    def start_send(self, channel: ChannelAddress) -> None:
-        """Rank 0 broadcasts the last step's weights over ``channel``; the receiver must join now
-        (``poll_send`` then collects rank 0's answer)."""
-        self.inboxes[0].put(SendJob(channel=channel))
+    def start_send(self, channel: ChannelAddress, rank: int = 0) -> None:
+        """Update worker ``rank`` broadcasts the last step's weights over ``channel`` (any rank
+        holds an adapter's; a full model's only rank 0); the receiver must join now
+        (``poll_send`` then collects the sender's answer)."""
+        self.inboxes[rank].put(SendJob(channel=channel))
 
     def poll_send(self) -> float | None:
-        """Rank 0's seconds for the send it was asked for, or None while it is still sending; its
+        """The sender's seconds for the send it was asked for, or None while it is still sending; its
         failure (or the workers' end) as ``UpdateWorkersError``."""
         from ray.util.queue import Empty
 
@@ -154,7 +160,7 @@ class UpdateGroup:
             self._raise_if_stopped("while sending the weights")
             return None
         if kind == "send_failed":
-            raise UpdateWorkersError(f"the update workers' rank 0 could not send the weights: {answer}")
+            raise UpdateWorkersError(f"the update worker sending the weights could not: {answer}")
         assert kind == "sent", kind
         return answer
 

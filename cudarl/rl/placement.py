@@ -5,11 +5,15 @@ Why: Ray places an actor that asks for a GPU share only on a single GPU with tha
 Ray Train waits without end for GPUs that an actor already holds. A run whose shares add up on
 paper but cannot be packed onto the real GPUs (three shares of 0.6 on two GPUs) would hang at
 start. The plan packs the shares in the order the run creates them (bench workers with the tester
-pool, then the policy, then the update workers), first fit over every node's GPUs, the way Ray
-does, and refuses a plan that does not pack, with the numbers. ``lines`` prints it at start.
+pool, then the policy, then the update workers) the way Ray 2.60 assigns GPU shares on a node
+(best fit: the GPU with the least left that still holds the share; seen with Ray's own actors
+and placement groups, ``tests/integration/test_rl_placement_multinode.py``), and refuses a plan
+that does not pack, with the numbers. ``lines`` prints it at start.
 
-Covered: the plan from the config (one GPU shared by fractions, or whole GPUs per worker on a
-machine or cluster with several), the packing check, a table. Not covered: CPUs beyond their sum
+Covered: the plan from the config (one GPU shared by fractions; whole GPUs per worker on a
+machine or cluster with several; two GPUs each shared by an update worker and the bench worker or
+the policy), the packing check, two update workers on one GPU refused (NCCL would refuse them
+after the start-up), a table. Not covered: CPUs beyond their sum
 (Ray places CPU requests anywhere), nodes that join later (the pool's bench workers follow them).
 """
 
@@ -65,8 +69,9 @@ def run_slots(config) -> list[Slot]:
 
 
 def plan_placement(slots: Sequence[Slot], node_gpus: Sequence[float]) -> PlacementPlan:
-    """Pack ``slots`` in order onto the nodes' GPUs (first fit: a share goes on the first GPU with
-    that much left, a whole GPU on a GPU still whole); ``PlacementError`` if one does not fit."""
+    """Pack ``slots`` in order onto the nodes' GPUs (best fit: a share goes on the GPU with the
+    least left that still holds it, the first such; a whole GPU on the first GPU still whole);
+    ``PlacementError`` if one does not fit."""
     if not any(node_gpus):  # no GPUs: bench workers run without one, and nothing else may ask
         slots = [Slot(s.worker, s.cpus, 0.0) if s.worker.startswith("bench") else s for s in slots]
     free = [[1.0] * int(count) for count in node_gpus]
@@ -75,8 +80,9 @@ def plan_placement(slots: Sequence[Slot], node_gpus: Sequence[float]) -> Placeme
         if slot.gpus <= 0:
             assignment.append(None)
             continue
-        place = next(((n, g) for n, gpus in enumerate(free) for g, left in enumerate(gpus)
-                      if left + 1e-9 >= slot.gpus), None)
+        fits = [(left, n, g) for n, gpus in enumerate(free) for g, left in enumerate(gpus)
+                if left + 1e-9 >= slot.gpus]
+        place = min(fits)[1:] if fits else None
         if place is None:
             planned = sum(s.gpus for s in slots)
             raise PlacementError(
@@ -87,7 +93,24 @@ def plan_placement(slots: Sequence[Slot], node_gpus: Sequence[float]) -> Placeme
         n, g = place
         free[n][g] -= slot.gpus
         assignment.append(f"node {n} gpu {g}")
+    _refuse_update_workers_sharing_a_gpu(slots, assignment)
     return PlacementPlan(tuple(slots), tuple(node_gpus), tuple(assignment))
+
+
+def _refuse_update_workers_sharing_a_gpu(slots: Sequence[Slot], assignment: Sequence[str | None]) -> None:
+    """NCCL refuses two ranks of one group on one GPU ("duplicate GPU"), after minutes of start-up."""
+    seen: dict[str, str] = {}
+    for slot, where in zip(slots, assignment):
+        if where is None or not slot.worker.startswith("update"):
+            continue
+        if where in seen:
+            raise PlacementError(
+                f"{seen[where]} and {slot.worker} would share {where}, and NCCL refuses two ranks on one GPU: "
+                "give each update worker more than half a GPU (train.gpus_per_rank), or one rank "
+                "(the bench workers and the policy, created first, may take the rest of each GPU: "
+                "on 2 GPUs pool.gpus_per_bench_worker 0.5, train.policy_gpu_share 0.6, train.gpus_per_rank 0.4 "
+                "puts one update worker on each GPU)")
+        seen[where] = slot.worker
 
 
 def cluster_node_gpus() -> list[float]:

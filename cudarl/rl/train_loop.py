@@ -6,8 +6,9 @@ Why queues and one long ``fit``: Ray Train runs a function to its end, and an RL
 exists only after the rollouts, so the workers stay up for the whole run and wait for work. The
 records crossing the queues are typed (``UpdateJob``, ``UpdateResult``).
 
-With a weight channel (``weight_channel``), rank 0 also keeps each step's exported weights until
-the driver sends a ``SendJob``, then broadcasts them to the policy actor, which the driver has
+With a weight channel (``weight_channel``), every rank keeps each step's exported weights, and the
+one the driver sends a ``SendJob`` (rank 0, or the first off the policy's GPU: their GPUs are
+gathered at start) broadcasts them to the policy actor, which the driver has
 asked to receive at the same moment (so neither end waits in a collective while the other is
 busy generating); it answers ``("sent", seconds)``.
 
@@ -94,10 +95,11 @@ def train_loop_per_worker(config: dict) -> None:
         updater.load(config["resume_from"])
     inbox, outbox = config["inboxes"][rank], config["outbox"]
     exported = tuple(spec.adapters) or (None,)  # what each step exports and each probe scores
-    channels: dict[str, WeightChannel] = {}  # by key: the current pairing (rank 0)
-    last: dict = {}  # rank 0: the last step's weights, by channel group name, until sent
+    channels: dict[str, WeightChannel] = {}  # by key: the current pairing (the sending rank)
+    last: dict = {}  # the last step's weights, by channel group name, until sent
+    gpus = _every_rank(device_uuid() if device == "cuda" else None)  # the driver picks the sender by them
     if rank == 0:
-        outbox.put(("ready", (updater.version, device_uuid() if device == "cuda" else None)))
+        outbox.put(("ready", (updater.version, gpus)))
     while True:
         job: UpdateJob | ProbeJob | SendJob | None = inbox.get()
         if job is None:
@@ -128,10 +130,21 @@ def train_loop_per_worker(config: dict) -> None:
         probes = {name: updater.probe_logprobs(*job.probe, adapter=name) for name in exported} if job.probe else {}
         if job.save_to:
             updater.save(job.save_to)
+        last = {group_of(name): tensors for name, tensors in weights.items()}  # any rank may be the sender
         if rank == 0:  # the weights by reference: the queue carries only the small record
-            last = {group_of(name): tensors for name, tensors in weights.items()}
             weights = {name: ray.put(tensors) for name, tensors in weights.items()}
             outbox.put(("result", UpdateResult(step=job.step, version=updater.version, weights=weights,
                                                probe_logprobs=probes, metrics=metrics,
                                                seconds=time.perf_counter() - started, step_seconds=stepped,
                                                manifest=manifest_of(last))))
+
+
+def _every_rank(value):
+    """``value`` from every rank, in rank order (a collective; one rank without a process group)."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return (value,)
+    values: list = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return tuple(values)

@@ -42,3 +42,16 @@ def test_without_gpus_bench_workers_run_without_one_and_a_gpu_policy_is_refused(
     assert plan.gpus_needed == 0 and plan.assignment == (None, None, None)
     with pytest.raises(PlacementError, match="policy needs 0.5 of one GPU"):
         plan_placement(run_slots(_config(policy_gpu_share=0.5)), [0, 0])
+
+
+def test_two_gpus_shared_put_one_update_worker_on_each_and_the_policy_apart_from_the_bench_worker():
+    slots = run_slots(_config(ranks=2, gpus_per_rank=0.4, policy_gpu_share=0.6, bench=0.5))
+    plan = plan_placement(slots, [2])
+    assert plan.assignment == ("node 0 gpu 0", "node 0 gpu 1", "node 0 gpu 1", "node 0 gpu 0")
+
+
+def test_two_update_workers_on_one_gpu_are_refused():
+    with pytest.raises(PlacementError, match="update worker 1 and update worker 2 would share node 0 gpu 0"):
+        plan_placement(run_slots(_config(ranks=2, gpus_per_rank=0.25, bench=0.2)), [1])
+    with pytest.raises(PlacementError, match="would share node 0 gpu 1"):  # bench + policy on GPU 0 first
+        plan_placement(run_slots(_config(ranks=2, gpus_per_rank=0.5, policy_gpu_share=0.5, bench=0.5)), [2])

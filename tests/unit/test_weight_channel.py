@@ -76,16 +76,25 @@ def test_two_processes_move_every_dtype_bit_for_bit():
 
 
 def test_the_channel_is_chosen_from_where_both_ends_sit():
-    assert choose_channel("object_store", "gpu-a", "gpu-b") is None
-    assert choose_channel("auto", None, None) is None  # CPUs: the object store
-    assert choose_channel("auto", "gpu-a", "gpu-a") is None  # one GPU shared
-    assert choose_channel("auto", "gpu-a", None) is None
-    assert choose_channel("auto", "gpu-a", "gpu-b").backend == "nccl"
-    assert choose_channel("collective", None, None).backend == "gloo"
-    with pytest.raises(ValueError, match="share GPU gpu-a, and NCCL refuses two members on one GPU"):
-        choose_channel("collective", "gpu-a", "gpu-a")
+    assert choose_channel("object_store", ["gpu-a"], "gpu-b") is None
+    assert choose_channel("auto", [None], None) is None  # CPUs: the object store
+    assert choose_channel("auto", ["gpu-a"], "gpu-a") is None  # one GPU shared
+    assert choose_channel("auto", ["gpu-a"], None) is None
+    assert choose_channel("auto", ["gpu-a"], "gpu-b").backend == "nccl"
+    assert choose_channel("collective", [None, None], None).backend == "gloo"
+    with pytest.raises(ValueError, match="shares GPU gpu-a with the policy, and NCCL refuses two members on one GPU"):
+        choose_channel("collective", ["gpu-a"], "gpu-a")
     with pytest.raises(ValueError, match="one of them has a GPU and the other not"):
-        choose_channel("collective", "gpu-a", None)
+        choose_channel("collective", ["gpu-a"], None)
+
+
+def test_the_sender_is_the_first_update_worker_off_the_policys_gpu():
+    two_gpus = ["gpu-b", "gpu-a"]  # rank 0 shares gpu-b with the policy, rank 1 sits with the bench worker
+    assert choose_channel("auto", two_gpus, "gpu-b").sender == 1
+    assert choose_channel("auto", two_gpus, "gpu-a").sender == 0
+    assert choose_channel("auto", two_gpus, "gpu-b", any_rank=False) is None  # a full model: rank 0 alone holds it
+    with pytest.raises(ValueError, match="every update worker that could send shares GPU gpu-b"):
+        choose_channel("collective", two_gpus, "gpu-b", any_rank=False)
 
 
 def test_a_third_member_is_refused():
