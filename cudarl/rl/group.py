@@ -64,6 +64,24 @@ def check_fits(ranks: int, resources: dict[str, float], free: dict[str, float], 
                     f"hold the rest): {advice}")
 
 
+def wait_until_fits(ranks: int, resources: dict[str, float], timeout_s: float = 60.0, **refusal) -> None:
+    """``check_fits`` once the cluster has the room, waiting up to ``timeout_s`` for it: the
+    workers of a run that just ended (or a killed actor) give their shares back only once their
+    processes are gone, seconds later; after the wait, refused with the numbers (``refusal``:
+    ``check_fits``'s wording). More than the whole cluster holds is refused at once."""
+    import ray
+
+    check_fits(ranks, resources, ray.cluster_resources(), **refusal)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return check_fits(ranks, resources, ray.available_resources(), **refusal)
+        except refusal.get("error", UpdateWorkersError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 class UpdateGroup:
     def __init__(self, spec: UpdaterSpec, ranks: int = 1, cpus_per_rank: float = 1.0, gpus_per_rank: float = 0.0,
                  start_timeout_s: float = 600.0, storage_path: str | None = None,
@@ -75,10 +93,8 @@ class UpdateGroup:
         if ranks < 1:
             raise ValueError(f"ranks must be at least 1, got {ranks}")
         self.ranks, self.spec = ranks, spec
-        import ray
-
         resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
-        check_fits(ranks, resources, ray.available_resources())
+        wait_until_fits(ranks, resources)
         self.inboxes = [Queue(actor_options={"num_cpus": 0}) for _ in range(ranks)]
         self.outbox = Queue(actor_options={"num_cpus": 0})
         self._trainer = TorchTrainer(

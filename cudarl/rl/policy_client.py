@@ -57,10 +57,10 @@ class PolicyClient:
         import ray.exceptions
 
         from actors.policy import PolicyActor
-        from cudarl.rl.group import check_fits
+        from cudarl.rl.group import wait_until_fits
 
-        check_fits(1, self._needs(), ray.available_resources(), what="the policy actor needs", error=PolicyUnavailable,
-                   advice="lower train.policy_gpu_share or train.policy_cpus, or give the cluster more")
+        wait_until_fits(1, self._needs(), what="the policy actor needs", error=PolicyUnavailable,
+                        advice="lower train.policy_gpu_share or train.policy_cpus, or give the cluster more")
         self.incarnation += 1
         self.actor = PolicyActor.options(name=self.name, num_cpus=self.cpus, num_gpus=self.spec.gpu_share).remote(
             asdict(self.spec))
@@ -98,8 +98,7 @@ class PolicyClient:
         ray.kill(self.actor, no_restart=True)
         print(f"the policy actor {self.name} is gone; starting another and restoring its weights",
               file=sys.stderr, flush=True)
-        _wait_until_free(self._needs())
-        self._start()
+        self._start()  # once the killed actor's share is back
         for adapter, (weights, version, probe) in self._synced.items():
             self.update_weights(weights, version, probe, adapter)
 
@@ -150,21 +149,3 @@ class PolicyClient:
         for adapter, ref_of_weights in weights.items():
             self._synced[adapter] = (ref_of_weights, version, probes.get(group_of(adapter)))
         return syncs
-
-
-
-def _wait_until_free(needs: dict[str, float], timeout_s: float = 60.0) -> None:
-    """Until the cluster has ``needs`` free again (a killed actor's share comes back only once
-    its process is gone); the start's own check then says what is missing if it never does."""
-    import time
-
-    import ray
-
-    from cudarl.rl.group import UpdateWorkersError, check_fits
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            return check_fits(1, needs, ray.available_resources())
-        except UpdateWorkersError:  # not yet: the killed actor still holds its share
-            time.sleep(0.5)
