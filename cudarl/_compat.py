@@ -240,3 +240,19 @@ def grouped_decode_attention() -> str:
     AttentionInterface.register(GROUPED_DECODE_ATTENTION, attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(GROUPED_DECODE_ATTENTION, sdpa_mask)
     return GROUPED_DECODE_ATTENTION
+
+
+def one_gpu_per_process(arguments) -> None:
+    """Train on one GPU when a single process sees several (``arguments``: transformers'
+    ``TrainingArguments`` or TRL's ``SFTConfig``).
+
+    Why: transformers' ``Trainer`` wraps the model in ``nn.DataParallel`` whenever a process that
+    no distributed launcher started sees several GPUs, and TRL's ``SFTTrainer`` (1.16) refuses
+    that ("does not support nn.DataParallel"), advising ``CUDA_VISIBLE_DEVICES``: too late inside
+    ``cudarl demo``, whose process has already asked CUDA for its devices. ``n_gpu`` has no setter;
+    its backing field ``_n_gpu`` is what ``Trainer`` reads (transformers 5.24), so it is capped at 1
+    here (the model sits on ``cuda:0``). Under ``torchrun`` or ``accelerate launch`` ``n_gpu`` is
+    already 1 and nothing changes.
+    """
+    if arguments.n_gpu > 1:  # reading it sets the devices up first
+        arguments._n_gpu = 1

@@ -167,6 +167,7 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
     from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
+    from cudarl._compat import one_gpu_per_process
     from cudarl.sft.curves import write_loss_curves
 
     folder = out / role
@@ -189,6 +190,7 @@ def train_role(config: SftConfig, role: str, data: SftData, tokenizer, out: Path
         packing=config.packing, completion_only_loss=True, report_to=[], bf16=device == "cuda",
         use_cpu=device != "cuda", gradient_checkpointing=config.gradient_checkpointing and device == "cuda",
         disable_tqdm=not progress_bars, dataloader_num_workers=0, use_liger_kernel=use_liger(config, device))
+    one_gpu_per_process(arguments)  # several GPUs visible: train on the first, not nn.DataParallel
     lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=list(config.target_modules), bias="none", task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=load_base_model(config, device), args=arguments, train_dataset=_dataset(train),

@@ -53,3 +53,17 @@ def test_kuberay_manifests_name_real_entry_points_and_files():
     module, _, name = app["import_path"].partition(":")
     assert callable(getattr(importlib.import_module(module), name))
     load_config(ROOT / app["args"]["config"])
+
+
+def test_every_training_config_loads_and_its_plan_packs_on_the_gpus_it_is_for():
+    from cudarl.rl.placement import plan_placement, run_slots
+
+    two_gpus = load_config(ROOT / "cluster" / "train-2gpu.toml")
+    plan = plan_placement(run_slots(two_gpus), [2])
+    by_gpu = {}
+    for slot, where in zip(plan.slots, plan.assignment):
+        by_gpu.setdefault(where, []).append(slot.worker.split(" ")[0])
+    assert sorted(map(sorted, by_gpu.values())) == [["bench", "update"], ["policy", "update"]]
+    several = load_config(ROOT / "cluster" / "train.toml")  # two GPU nodes of two GPUs, one worker per GPU
+    several = several.model_copy(update={"pool": several.pool.model_copy(update={"min_bench_workers": 1})})
+    assert len(set(plan_placement(run_slots(several), [0, 2, 2]).assignment)) == 4
