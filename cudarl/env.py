@@ -123,3 +123,8 @@ def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 RAY_AUTH_MODE = "RAY_AUTH_MODE"
 """Ray's token authentication ("token" or "disabled"); the cluster test starts its head with
 "disabled", as the client in the test's process has it (a head reachable only from that machine)."""
+
+CUDARL_VERL_CONFIG = "CUDARL_VERL_CONFIG"
+"""A cudarl TOML config for the verl integration (``cudarl.verl_env``): the tester pool's and the
+reward's settings inside verl's workers, where no command line reaches. Default: cudarl's defaults;
+an agent loop's ``cudarl_config`` key or the reward function's ``cudarl_config`` argument wins."""

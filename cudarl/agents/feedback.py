@@ -220,3 +220,8 @@ def feedback_text(verdict: Verdict, previous_speedup: float | None = None) -> st
         except Exception:  # noqa: BLE001 - feedback must exist for any verdict, however damaged
             continue
     return "\n".join(parts) if parts else "Outcome: unknown"
+
+
+IMPROVE_REQUEST = "Improve the kernel: a correct, faster version."
+"""What follows a verdict's feedback when the whole conversation is kept (``context_mode = "full"``
+and the verl agent loop)."""

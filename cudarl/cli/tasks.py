@@ -1,4 +1,4 @@
-"""``cudarl tasks list|show|check``: the suite (or a loaded dataset) from the command line."""
+"""``cudarl tasks list|show|check|export``: the suite (or a loaded dataset) from the command line."""
 
 from __future__ import annotations
 
@@ -150,12 +150,27 @@ def tasks_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def tasks_export(args: argparse.Namespace) -> int:
+    """The tasks as another trainer's dataset files (verl: train.parquet and val.parquet)."""
+    from cudarl.verl_env.rows import write_parquet
+
+    tasks = _filter(_load(args), args.only, args.tier)
+    try:
+        written = write_parquet(tasks, Path(args.out), validation_fraction=args.val_fraction, seed=args.seed)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    for split, path in written.items():
+        print(f"{split}: {path}")
+    return 0
+
+
 def add_parser(commands) -> None:
     parser = commands.add_parser("tasks", help="list, show or check tasks (default: the built-in suite)")
     sub = parser.add_subparsers(dest="tasks_command", required=True)
     for name, handler, text in [("list", tasks_list, "list tasks with tiers"),
                                 ("show", tasks_show, "one task's metadata and source"),
-                                ("check", tasks_check, "judge the suite's reference solutions")]:
+                                ("check", tasks_check, "judge the suite's reference solutions"),
+                                ("export", tasks_export, "write the tasks as verl's parquet dataset files")]:
         command = sub.add_parser(name, help=text)
         command.set_defaults(handler=handler)
         if name != "check":
@@ -168,6 +183,12 @@ def add_parser(commands) -> None:
         else:
             command.add_argument("--only", help="comma-separated task ids")
             command.add_argument("--tier", choices=["easy", "medium", "hard"])
+        if name == "export":
+            command.add_argument("--format", choices=["verl"], default="verl", help="the trainer's format")
+            command.add_argument("--out", required=True, help="folder for train.parquet and val.parquet")
+            command.add_argument("--val-fraction", type=float, default=0.1,
+                                 help="share of whole tasks held out for validation (default 0.1)")
+            command.add_argument("--seed", type=int, default=0, help="the split's shuffle seed")
         if name == "check":
             command.add_argument("--config", help="TOML config file")
             command.add_argument("--out", default="cudarl-tasks-check.json")

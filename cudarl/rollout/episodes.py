@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from cudarl.agents.feedback import feedback_text
+from cudarl.agents.feedback import IMPROVE_REQUEST, feedback_text
 from cudarl.agents.parsing import ParsedAnswer, format_error_verdict, parse_answer
 from cudarl.agents.prompts import TurnSummary, generator_prompt, optimizer_prompt, summarize_turn, system_prompt
 from cudarl.agents.trajectory import Trajectory, TurnSample
@@ -160,7 +160,7 @@ def _advance(episode: _Episode, chat: ChatTokens, system: str, settings: Episode
     if settings.context_mode == "full":
         message = feedback_text(last.verdict, episode.summaries[-2].speedup if len(episode.summaries) > 1 else None)
         episode.prompt_ids = [*episode.prompt_ids, *last.response_ids,
-                              *chat.feedback(message + "\n\nImprove the kernel: a correct, faster version.",
+                              *chat.feedback(message + "\n\n" + IMPROVE_REQUEST,
                                              last.response_ids)]
     else:
         episode.prompt_ids = chat.prompt(system, optimizer_prompt(episode.task, episode.summaries))
