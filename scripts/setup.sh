@@ -12,4 +12,5 @@ else
   python3 -m pip install --quiet uv
   UV=(python3 -m uv)
 fi
-"${UV[@]}" sync --locked --quiet
+# The verl extra too: its tests are part of the suite (and an exact sync without it would remove it)
+"${UV[@]}" sync --locked --extra verl --quiet

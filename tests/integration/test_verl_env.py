@@ -83,17 +83,23 @@ def env(tmp_path_factory):
 
 
 def _loop(env, server, **settings):
+    """The loop as verl's workers make it: the entry of ``cluster/verl/agent_loops.yaml`` loaded
+    with OmegaConf and instantiated by hydra with the arguments verl passes (``settings`` and the
+    test's cudarl config override the YAML's keys)."""
+    from pathlib import Path
+
+    import hydra
     from omegaconf import OmegaConf
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from cudarl.verl_env.agent_loop import CudarlKernelAgentLoop
-
+    (entry,) = OmegaConf.load(Path(__file__).resolve().parents[2] / "cluster" / "verl" / "agent_loops.yaml")
+    entry = OmegaConf.merge(entry, {"cudarl_config": env["config"], **settings})
     trainer = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 8192}}})
-    return CudarlKernelAgentLoop(trainer_config=DictConfigWrap(trainer), server_manager=server,
-                                 tokenizer=env["tokenizer"], processor=None, dataset_cls=RLHFDataset,
-                                 data_config=DictConfigWrap(OmegaConf.create({})), cudarl_config=env["config"],
-                                 **settings)
+    return hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(trainer), server_manager=server,
+                                   tokenizer=env["tokenizer"], processor=None, hf_model_type=None,
+                                   dataset_cls=RLHFDataset, data_config=DictConfigWrap(OmegaConf.create({})),
+                                   tools=ToolListWrap([]))
 
 
 def _episode(env, server, sampling: dict | None = None, **settings):
@@ -169,9 +175,11 @@ def test_the_loop_stops_early_and_the_aggregate_is_configurable(env):
     server = TinyServer(env["model"], env["tokenizer"], ["no code"] * 8)
     output = _episode(env, server, max_turns=2, aggregate="best")
     assert len(server.calls) == 2 and output.reward_score == -1.0
-    with pytest.raises(ValueError, match="aggregate must be one of"):
+    from hydra.errors import InstantiationException
+
+    with pytest.raises(InstantiationException, match="aggregate must be one of"):  # verl's workers see this
         _loop(env, server, aggregate="mean")
-    with pytest.raises(ValueError, match=r"max_turns must be in \[1, 64\]"):
+    with pytest.raises(InstantiationException, match=r"max_turns must be in \[1, 64\]"):
         _loop(env, server, max_turns=0)
 
 
