@@ -119,6 +119,13 @@ class SandboxConfig(_Section):
     """Most processes the child's group may hold (compilers included); above it the group is
     killed and the verdict is ``resource_limit``. Root ignores RLIMIT_NPROC, so this is a watchdog."""
 
+    backend: Literal["namespace", "docker"] = "namespace"
+    """Where builds run: "namespace", a child process with its own limits and namespaces; or
+    "docker", a container per build (``sandbox.docker_backend``: no network, read-only root, the
+    build's folders the only writable ones, memory / PID / CPU limits, no capabilities, not root).
+    The judge and runner stay child processes either way (a GPU in a container needs NVIDIA's
+    container toolkit: not done)."""
+
 
 class CorrectnessConfig(_Section):
     trials: int = Field(default=5, ge=1, le=1000)

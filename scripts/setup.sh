@@ -12,5 +12,5 @@ else
   python3 -m pip install --quiet uv
   UV=(python3 -m uv)
 fi
-# The verl extra too: its tests are part of the suite (and an exact sync without it would remove it)
-"${UV[@]}" sync --locked --extra verl --quiet
+# The verl and docker extras too: their tests are part of the suite (an exact sync without them removes them)
+"${UV[@]}" sync --locked --extra verl --extra docker --quiet

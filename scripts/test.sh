@@ -9,4 +9,4 @@ marker=(-m "not slow")
 for argument in "$@"; do
   case "$argument" in -m|-m*) marker=() ;; esac
 done
-exec "${UV[@]}" run --locked --extra verl pytest "${marker[@]}" "$@"
+exec "${UV[@]}" run --locked --extra verl --extra docker pytest "${marker[@]}" "$@"

@@ -85,7 +85,8 @@ class Tester:
         self._warm_compile = (WarmChildren(compile_child.__name__,
                                            compile_limits(self.config.compile, self.config.sandbox),
                                            self.scratch, self.config.compile.warm_children)
-                              if self.mode == "extension" and self.config.compile.warm_children > 0 else None)
+                              if self.mode == "extension" and self.config.compile.warm_children > 0
+                              and self.config.sandbox.backend == "namespace" else None)  # docker: a container a job
         self.pch_status = "not needed yet"
         # One lock file per physical GPU, beside the cache: every tester of the machine shares it.
         visible = (env.get(env.CUDA_VISIBLE_DEVICES) or "0").split(",")[0].strip() or "0"

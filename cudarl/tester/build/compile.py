@@ -141,7 +141,7 @@ def compile_limits(config: CompileConfig, sandbox: SandboxConfig) -> ChildLimits
     """The compile child's limits: the sandbox's, with the build's time limit, room for build
     files, the compiler's whole output and the builds' CPU priority."""
     return replace(ChildLimits.from_config(sandbox), timeout_s=config.timeout_s, output_limit_bytes=1 << 20,
-                   nice=config.nice,
+                   nice=config.nice, backend=sandbox.backend,
                    file_size_limit_mb=max(sandbox.file_size_limit_mb, _BUILD_FILE_LIMIT_MB))
 
 
@@ -157,7 +157,8 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
            "restrict_writes": sandbox.restrict_writes}
     # The candidate's own (temporary) folder is its working folder: a relative write at import lands
     # there, under the file-size limit, instead of being refused outside the confined folders.
-    child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started)
+    child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started,
+                      writable=(candidate_path.parent, build_root))
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr
     ok = bool(result and result.get("outcome") == "compiled")

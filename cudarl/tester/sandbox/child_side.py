@@ -1,7 +1,8 @@
 """What every sandboxed child entry does (the compile child, the judge), on the child's side.
 
-``start_child`` is the common start: read ``--result-fd`` and, for a warm child (started by
-``sandbox.parent.WarmChildren`` before its job exists), ``--warm LIMITS_JSON``; apply the limits
+``start_child`` is the common start: read ``--result-fd`` (or ``--result-socket``, in a
+container) and, for a warm child (started by ``sandbox.parent.WarmChildren`` before its job
+exists), ``--warm LIMITS_JSON``; apply the limits
 (first: unsharing the network namespace needs a single-threaded process); let the entry import
 what it needs while no job exists yet; then read the job from stdin, check that a warm child's
 job carries the limits it applied, change to the job's folder and send ``hello``. The error
@@ -61,6 +62,17 @@ def classify(exc: BaseException, stage: str) -> str:
     return "load_error" if stage == "load" else "runtime_error"
 
 
+def _connect(path: str) -> int:
+    """A descriptor of a connection to the parent's Unix socket (the container's result pipe)."""
+    import socket
+
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(path)
+    descriptor = os.dup(connection.fileno())
+    connection.close()
+    return descriptor
+
+
 @dataclass
 class ChildStart:
     """A started child: its signed result pipe, its job (``None`` when a warm child's pool closed
@@ -84,13 +96,16 @@ def start_child(description: str, apply: Callable[[dict], dict],
     limits differ from the ones a warm child applied ends the child with ``harness_error`` at
     ``failed_stage``. The job's ``key`` (hex), when present, signs the results from then on."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--result-fd", type=int, required=True)
+    channel = parser.add_mutually_exclusive_group(required=True)
+    channel.add_argument("--result-fd", type=int, help="the result pipe's descriptor (a child process)")
+    channel.add_argument("--result-socket", help="a Unix socket to send results over (a container's child)")
     parser.add_argument("--warm", default=None, metavar="LIMITS_JSON",
                         help="apply these limits and start up before the job arrives (WarmChildren)")
     if add_arguments is not None:
         add_arguments(parser)
     arguments = parser.parse_args()
-    results = ResultWriter(arguments.result_fd)
+    results = ResultWriter(arguments.result_fd if arguments.result_socket is None
+                           else _connect(arguments.result_socket))
     warm_limits = json.loads(arguments.warm) if arguments.warm else None
     applied: dict | None = None
     warmed = None
