@@ -39,7 +39,8 @@ from cudarl import env
 from cudarl.tester.sandbox.parent import ChildLimits, ChildOutcome, _MessageReader, child_limits
 
 IMAGE = "cudarl-sandbox:1"
-"""The local image: an empty root (mount points only); everything it runs is bind-mounted."""
+"""The local image's name (``image_name`` adds the host layout): an almost empty root; everything
+it runs is bind-mounted."""
 _SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc")
 _POLL_S = 0.1
 
@@ -64,24 +65,44 @@ def client():
     return engine
 
 
+def _root_links() -> dict[str, str]:
+    """The host's system folders that are links (``/lib64 -> usr/lib64`` on a merged-/usr system):
+    the image repeats them, so that the dynamic loader's path resolves inside the container."""
+    return {path.lstrip("/"): os.readlink(path) for path in _SYSTEM if Path(path).is_symlink()}
+
+
+def image_name() -> str:
+    """The image for this host's layout (its links are in its tag)."""
+    import hashlib
+
+    digest = hashlib.sha256(repr(sorted(_root_links().items())).encode()).hexdigest()[:12]
+    return f"{IMAGE}-{digest}"
+
+
 def ensure_image(engine) -> str:
-    """``IMAGE``, imported from an empty root the first time (no registry involved)."""
+    """The local image (``image_name``), imported from an almost empty root the first time (mount
+    points and the host's system links; no registry involved)."""
     import docker.errors
 
+    name = image_name()
     try:
-        engine.images.get(IMAGE)
-        return IMAGE
+        engine.images.get(name)
+        return name
     except docker.errors.ImageNotFound:
         pass
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as root:
-        for folder in ("tmp", "proc", "dev", "sys", "cudarl"):
+        for folder in ("tmp", "proc", "dev", "sys"):
             entry = tarfile.TarInfo(folder)
             entry.type, entry.mode = tarfile.DIRTYPE, 0o1777 if folder == "tmp" else 0o755
             root.addfile(entry)
-    repository, tag = IMAGE.split(":")
+        for link, target in _root_links().items():
+            entry = tarfile.TarInfo(link)
+            entry.type, entry.linkname = tarfile.SYMTYPE, target
+            root.addfile(entry)
+    repository, tag = name.split(":")
     engine.api.import_image_from_data(buffer.getvalue(), repository=repository, tag=tag)
-    return IMAGE
+    return name
 
 
 def read_only_mounts() -> list[str]:
@@ -153,16 +174,21 @@ def run_in_container(module: str, job: dict, limits: ChildLimits, cwd: Path | No
     mounts[str(channel_dir)] = {"bind": str(channel_dir), "mode": "rw"}
     pythonpath = os.pathsep.join(p for p in (_package_path(), env.get(env.PYTHONPATH)) if p)
     name = f"cudarl-{uuid.uuid4().hex[:12]}"
-    container = engine.containers.create(
-        image, [sys.executable, "-P", "-m", module, "--result-socket", str(socket_path)], name=name,
-        stdin_open=True, stdin_once=True, network_mode="none", read_only=True,
+    host = engine.api.create_host_config(
+        binds=mounts, network_mode="none", read_only=True,
         tmpfs={"/tmp": f"rw,exec,nosuid,size={max(limits.file_size_limit_mb * 4, 256)}m"},
         mem_limit=f"{limits.memory_limit_mb}m", memswap_limit=f"{limits.memory_limit_mb}m",
         pids_limit=limits.max_processes, nano_cpus=int(_cpus() * 1e9), cap_drop=["ALL"],
-        security_opt=["no-new-privileges"], user=f"{os.getuid()}:{os.getgid()}", volumes=mounts,
-        working_dir=str(cwd) if cwd is not None else "/tmp", init=True,
-        environment={**_child_environment(), env.PYTHONPATH: pythonpath, "HOME": "/tmp"},
+        security_opt=["no-new-privileges"],
         log_config={"type": "json-file", "config": {"max-size": f"{max(limits.output_limit_bytes * 4, 65536)}"}})
+    # the low-level call with detach=False sets StdinOnce: closing the attached stdin closes the child's
+    created = engine.api.create_container(
+        image, [sys.executable, "-P", "-m", module, "--result-socket", str(socket_path)], name=name,
+        stdin_open=True, detach=False, user=f"{os.getuid()}:{os.getgid()}", host_config=host,
+        working_dir=str(cwd) if cwd is not None else "/tmp", network_disabled=True,
+        environment={**_child_environment(), env.PYTHONPATH: pythonpath, "HOME": "/tmp"},
+        volumes=list(mounts))
+    container = engine.containers.get(created["Id"])
     messages = _SocketMessages(listener, key, timeout_s=limits.timeout_s + 30)
     messages.start()
     try:
