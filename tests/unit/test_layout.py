@@ -27,6 +27,7 @@ LAYERS = {
     "cudarl.cli": 60,
     "cudarl.serve": 55,  # serving the agents: the A/B split, the request records (the app to come runs the pool)
     "cudarl.demo": 55,  # the demo: a tiny model, the warm start and the RL run on the pool, one after another
+    "cudarl.verl_env": 52,  # cudarl inside verl's trainer: agents, rewards and the pool actor as verl's agent loop
     "cudarl.pool": 50,  # the lazy face, which loads the client
     "cudarl.pool.client": 50,
     "cudarl.rl.driver": 45,  # the RL run: engine, episodes, update workers (the judge is passed in)

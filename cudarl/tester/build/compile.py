@@ -28,7 +28,7 @@ from cudarl.tester.build.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.build.guard import InlineBuild
 from cudarl.tester.build.loading import safe_name
 from cudarl.tester.build.toolchain import Toolchain, torch_include_flags
-from cudarl.tester.sandbox.parent import ChildLimits, StartedChild, run_child
+from cudarl.tester.sandbox.parent import ChildLimits, StartedChild, discard_child, run_child
 from cudarl.tester.verdict import CompileReport
 
 # Flags torch's extension builder passes to nvcc; kernel mode uses them too, so that a kernel
@@ -157,8 +157,15 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
            "restrict_writes": sandbox.restrict_writes}
     # The candidate's own (temporary) folder is its working folder: a relative write at import lands
     # there, under the file-size limit, instead of being refused outside the confined folders.
-    child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started,
-                      writable=(candidate_path.parent, build_root))
+    if limits.backend == "docker":  # a container a build; the folders it writes are the only writable mounts
+        from cudarl.tester.sandbox.docker_backend import run_in_container
+
+        if started is not None:
+            discard_child(started)
+        child = run_in_container(compile_child.__name__, job, limits, candidate_path.parent, None,
+                                 writable=(candidate_path.parent, build_root))
+    else:
+        child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started)
     result = child.last("result")
     log = child.stdout + "\n" + child.stderr
     ok = bool(result and result.get("outcome") == "compiled")

@@ -52,7 +52,7 @@ class ChildLimits:
     nice: int = 0
     """CPU priority (``nice``) the child lowers itself to, inherited by what it starts (builds)."""
     backend: str = "namespace"
-    """"docker": the child runs in a container (``docker_backend``; the compile child only)."""
+    """"docker": the caller runs the child in a container (``docker_backend.run_in_container``)."""
     turn_wait_s: float = 0.0
     """Most seconds the child may spend waiting on other judges (signed ``stage`` messages whose
     ``model`` is in ``HARNESS_WAITS``: GPU turns, the task's reference timing) without them
@@ -273,19 +273,11 @@ def child_limits(limits: ChildLimits) -> dict:
 
 
 def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
-              key: bytes | None = None, started: StartedChild | None = None,
-              writable: tuple[Path, ...] = ()) -> ChildOutcome:
+              key: bytes | None = None, started: StartedChild | None = None) -> ChildOutcome:
     """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults.
     With ``key``, the child gets it on stdin and only messages signed with it are believed.
     ``started``: a child already running (``start_child``), which moves to ``cwd`` itself; its
-    time limit counts from now. ``writable``: the folders a container may write (``limits.backend
-    = "docker"``; the namespace backend confines writes in the child itself)."""
-    if limits.backend == "docker":
-        from cudarl.tester.sandbox.docker_backend import run_in_container
-
-        if started is not None:
-            discard_child(started)
-        return run_in_container(module, job, limits, cwd, key, writable)
+    time limit counts from now."""
     job = {**job, "limits": child_limits(limits)}
     if key is not None:
         job["key"] = key.hex()
