@@ -1,6 +1,6 @@
 """The Docker backend (``tester.sandbox.backend = "docker"``) with a real Docker engine: builds in
-containers give the verdicts the namespace backend gives (an honest kernel compiles, a broken one
-fails with the same compiler error); the fairness corpus's escape candidates (static rules off,
+containers give the verdicts the namespace backend gives (an honest kernel compiles, and is a
+cache hit the second time; a broken one fails with the same compiler error); the fairness corpus's escape candidates (static rules off,
 so that their code runs in the build) leave nothing outside their folder; a candidate that forks
 without end, allocates without end or hangs gets its verdict, the same kind under both backends;
 no container is left behind; the pool's compile worker builds with the Docker backend. Skipped,
@@ -69,6 +69,8 @@ def test_the_same_verdicts_under_both_backends(engine, tmp_path):
     docker = _tester(tmp_path / "docker", "docker")
     honest, _ = _build(docker, HONEST, "honest")
     assert honest.outcome == Outcome.COMPILED, honest.reasons
+    again, _ = _build(docker, HONEST, "honest-again")  # the build the container left is the cache's
+    assert again.outcome == Outcome.COMPILED and again.compile.cached and not honest.compile.cached
     broken = {backend: _build(_tester(tmp_path / backend, backend), BROKEN, "broken")[0]
               for backend in ("docker", "namespace")}
     assert {v.outcome for v in broken.values()} == {Outcome.COMPILE_ERROR}
