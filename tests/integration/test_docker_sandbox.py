@@ -1,7 +1,8 @@
 """The Docker backend (``tester.sandbox.backend = "docker"``) with a real Docker engine: builds in
 containers give the verdicts the namespace backend gives (an honest kernel compiles, and is a
-cache hit the second time; a broken one fails with the same compiler error); the fairness corpus's escape candidates (static rules off,
-so that their code runs in the build) leave nothing outside their folder; a candidate that forks
+cache hit the second time; a broken one fails with the same compiler error); the fairness
+corpus's escape candidates (static rules off, so that their code runs in the build) leave nothing
+outside their folder; a candidate that forks
 without end, allocates without end or hangs gets its verdict, the same kind under both backends;
 no container is left behind; the pool's compile worker builds with the Docker backend. Skipped,
 saying why, where no Docker engine is reachable (``.ci/run`` installs and starts one).
