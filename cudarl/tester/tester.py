@@ -70,6 +70,10 @@ class Tester:
         self.cache = CompileCache(Path(root) / "compile")
         self.scratch = Path(root) / "runs"
         self.has_gpu = gpu_available()
+        if self.config.sandbox.backend == "docker":  # refused here, in one line, not once per candidate
+            from cudarl.tester.sandbox.docker_backend import client, ensure_image
+
+            ensure_image(client())
         self.arch = resolve_arch(self.config.compile.arch, self.config.compile.fallback_arch)
         mode = self.config.compile.mode
         self.mode = ("extension" if self.has_gpu else "kernel") if mode == "auto" else mode

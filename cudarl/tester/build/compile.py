@@ -163,7 +163,8 @@ def compile_extension(candidate_path: Path, build_root: Path, arch: str, config:
         if started is not None:
             discard_child(started)
         child = run_in_container(compile_child.__name__, job, limits, candidate_path.parent, None,
-                                 writable=(candidate_path.parent, build_root))
+                                 writable=(candidate_path.parent, build_root),
+                                 readable=tuple(Path(p) for p in [(inline_fast or {}).get("pch_root")] if p))
     else:
         child = run_child(compile_child.__name__, job, limits, cwd=candidate_path.parent, started=started)
     result = child.last("result")

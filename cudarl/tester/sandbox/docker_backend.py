@@ -4,11 +4,12 @@ Python package.
 
 The container: no network, a read-only root, the folders the job may write (the candidate's and
 its build folder) as the only writable mounts besides a private ``/tmp``, memory (swap included),
-PID and CPU limits from the config, every capability dropped, no privilege gain, the calling
-user's uid (not root inside). The image is built here (``ensure_image``): an empty root imported
-with ``docker import`` (no registry needed), with the host's system folders, Python, the
-project's environment and the CUDA toolkit bind-mounted read-only at their own paths, so the
-child runs the same interpreter and compilers as the namespace backend and its verdicts match.
+PID and CPU limits from the config, every capability dropped, no privilege gain, never root
+(the caller's uid, or nobody when the tester runs as root). The image is built here
+(``ensure_image``): an almost empty root imported with ``docker import`` (no registry needed),
+with the host's system folders, Python, the project's environment and the CUDA toolkit
+bind-mounted read-only at their own paths, so the child runs the same interpreter and compilers
+as the namespace backend and its verdicts match.
 
 The child speaks the same protocol as under the namespace backend: its job on stdin (attached
 before start, closed after the job: never argv or the environment), stdout and stderr (kept up
@@ -153,10 +154,26 @@ def _cgroup_pids(container_id: str) -> int | None:
     return None
 
 
+NOBODY = "65534:65534"
+"""The container's user when the tester runs as root (root inside a container is still root on
+the host's files it can reach)."""
+
+
+def container_user(writable: tuple[Path, ...]) -> str:
+    """The caller's uid, or ``NOBODY`` for root, with the writable folders opened to it."""
+    if os.getuid() != 0:
+        return f"{os.getuid()}:{os.getgid()}"
+    for folder in writable:
+        os.chmod(folder, 0o777)  # the build's own folders, made for this build
+    return NOBODY
+
+
 def run_in_container(module: str, job: dict, limits: ChildLimits, cwd: Path | None, key: bytes | None,
-                     writable: tuple[Path, ...]) -> ChildOutcome:
+                     writable: tuple[Path, ...], readable: tuple[Path, ...] = ()) -> ChildOutcome:
     """``python -P -m module`` in a container with ``job`` on its stdin; as ``run_child``, never
-    raises for the child's faults (an unreachable engine raises ``DockerUnavailable``)."""
+    raises for the child's faults (an unreachable engine raises ``DockerUnavailable``).
+    ``writable``: the folders it may write; ``readable``: more it may read (the tester's
+    precompiled header)."""
     engine = client()
     image = ensure_image(engine)
     job = {**job, "limits": {**child_limits(limits), "isolate_network": False, "isolate_pids": False}}
@@ -170,6 +187,8 @@ def run_in_container(module: str, job: dict, limits: ChildLimits, cwd: Path | No
     os.chmod(socket_path, 0o666)
     listener.listen(1)
     mounts = {path: {"bind": path, "mode": "ro"} for path in read_only_mounts()}
+    mounts |= {str(Path(p).resolve()): {"bind": str(Path(p).resolve()), "mode": "ro"} for p in readable
+               if Path(p).is_dir()}
     mounts |= {str(Path(p).resolve()): {"bind": str(Path(p).resolve()), "mode": "rw"} for p in writable}
     mounts[str(channel_dir)] = {"bind": str(channel_dir), "mode": "rw"}
     pythonpath = os.pathsep.join(p for p in (_package_path(), env.get(env.PYTHONPATH)) if p)
@@ -184,7 +203,7 @@ def run_in_container(module: str, job: dict, limits: ChildLimits, cwd: Path | No
     # the low-level call with detach=False sets StdinOnce: closing the attached stdin closes the child's
     created = engine.api.create_container(
         image, [sys.executable, "-P", "-m", module, "--result-socket", str(socket_path)], name=name,
-        stdin_open=True, detach=False, user=f"{os.getuid()}:{os.getgid()}", host_config=host,
+        stdin_open=True, detach=False, user=container_user(writable), host_config=host,
         working_dir=str(cwd) if cwd is not None else "/tmp", network_disabled=True,
         environment={**_child_environment(), env.PYTHONPATH: pythonpath, "HOME": "/tmp"},
         volumes=list(mounts))
