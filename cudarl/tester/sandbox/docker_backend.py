@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 
 from cudarl import env
-from cudarl.tester.sandbox.parent import ChildLimits, ChildOutcome, _MessageReader, child_limits
+from cudarl.tester.sandbox.parent import ChildLimits, ChildOutcome, _MessageReader, child_limits, time_exceeded
 
 IMAGE = "cudarl-sandbox:1"
 """The local image's name (``image_name`` adds the host layout): an almost empty root; everything
@@ -242,12 +242,9 @@ def _watch(engine, container, job: dict, limits: ChildLimits, messages: _SocketM
         container.reload()
         if container.status not in ("created", "running"):
             break
-        waited = messages.turn_wait_s()
-        if waited > limits.turn_wait_s:
-            turn_wait_exceeded = True
-            break
-        if time.monotonic() - started_at - waited > limits.timeout_s:
-            timed_out = True
+        late = time_exceeded(messages, limits, started_at)
+        if late:
+            turn_wait_exceeded, timed_out = late == "turn_wait", late == "timeout"
             break
         pids = _cgroup_pids(container.id)
         if pids is not None and pids >= limits.max_processes:

@@ -272,6 +272,15 @@ def child_limits(limits: ChildLimits) -> dict:
             "isolate_pids": limits.isolate_pids, "nice": limits.nice}
 
 
+def time_exceeded(messages: _MessageReader, limits: ChildLimits, started_at: float) -> str | None:
+    """"turn_wait" or "timeout" once the child is past one of its time limits (time spent waiting
+    on other judges counts against ``turn_wait_s``, not ``timeout_s``), else None."""
+    waited = messages.turn_wait_s()
+    if waited > limits.turn_wait_s:
+        return "turn_wait"
+    return "timeout" if time.monotonic() - started_at - waited > limits.timeout_s else None
+
+
 def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = None,
               key: bytes | None = None, started: StartedChild | None = None) -> ChildOutcome:
     """Run ``python -m module`` with ``job`` on its stdin; never raises for the child's faults.
@@ -303,12 +312,9 @@ def run_child(module: str, job: dict, limits: ChildLimits, cwd: Path | None = No
     watched = psutil.Process(process.pid)
     limit_bytes = limits.memory_limit_mb << 20
     while process.poll() is None:
-        waited = messages.turn_wait_s()
-        if waited > limits.turn_wait_s:
-            turn_wait_exceeded = True
-            break
-        if time.monotonic() - started_at - waited > limits.timeout_s:
-            timed_out = True
+        late = time_exceeded(messages, limits, started_at)
+        if late:
+            turn_wait_exceeded, timed_out = late == "turn_wait", late == "timeout"
             break
         processes = _group_processes(watched)
         polls += 1
