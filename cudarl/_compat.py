@@ -4,7 +4,9 @@ third-party code.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from cudarl import env
@@ -256,3 +258,29 @@ def one_gpu_per_process(arguments) -> None:
     """
     if arguments.n_gpu > 1:  # reading it sets the devices up first
         arguments._n_gpu = 1
+
+
+@contextlib.contextmanager
+def local_ray_workers_on_this_python() -> Iterator[None]:
+    """Around the ``ray.init`` that starts a local Ray: its workers run on this process's Python.
+
+    Why: Ray (2.60) sees any ``uv run`` among the driver's ancestors and then, by default, ships
+    the driver's folder as the job's working_dir and starts every worker through ``uv run`` there,
+    so uv builds a fresh copy of the environment in every Ray session (6.2 GB for cudarl's, under
+    ``/tmp/ray/session_*/runtime_resources/working_dir_files``) and each worker start pays a uv
+    sync. A local Ray runs on this machine, in this very environment: the copy buys nothing.
+    Ray reads the switch (``ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV``) when ``ray.init``
+    runs, so it is turned off for that call only; a user's own ``RAY_ENABLE_UV_RUN_RUNTIME_ENV``
+    wins, and clusters joined by address keep Ray's behaviour.
+    """
+    from ray._private import ray_constants
+
+    if env.get(env.RAY_ENABLE_UV_RUN_RUNTIME_ENV) is not None:
+        yield
+        return
+    saved = ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV
+    ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
+    try:
+        yield
+    finally:
+        ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = saved

@@ -61,6 +61,9 @@ class CompileConfig(_Section):
     """Inline candidates: precompile ``torch/extension.h`` once per machine (``<cache>/pch``)
     for the bindings file. GCC ignores it when flags differ, so it costs speed, never results."""
 
+    pch_dir: Path | None = None
+    """Folder of the precompiled header (None: ``<cache>/pch``); caches naming one build it once."""
+
     warm_children: int = Field(default=1, ge=0, le=64)
     """Inline candidates: compile children kept started with torch already imported, so that a
     build does not wait for the import (``sandbox.WarmChildren``); 0 starts each child cold."""

@@ -124,6 +124,12 @@ RAY_AUTH_MODE = "RAY_AUTH_MODE"
 """Ray's token authentication ("token" or "disabled"); the cluster test starts its head with
 "disabled", as the client in the test's process has it (a head reachable only from that machine)."""
 
+RAY_ENABLE_UV_RUN_RUNTIME_ENV = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+"""Ray's own switch: a driver started under ``uv run`` has its folder shipped as the job's
+working_dir and its workers started through ``uv run`` there. cudarl turns that off for the local
+Ray clusters it starts (``cudarl._compat.local_ray_workers_on_this_python``) unless this is set;
+set it to ``1`` to keep Ray's behaviour there too."""
+
 CUDARL_VERL_CONFIG = "CUDARL_VERL_CONFIG"
 """A cudarl TOML config for the verl integration (``cudarl.verl_env``): the tester pool's and the
 reward's settings inside verl's workers, where no command line reaches. Default: cudarl's defaults;

@@ -132,9 +132,12 @@ def run_demo(settings: DemoSettings, say: Callable[[str], None] = print,
     if settings.address is None:  # its own local Ray, even where another one runs on this machine
         import ray
 
+        from cudarl._compat import local_ray_workers_on_this_python
+
         if not ray.is_initialized():
-            ray.init(address="local", num_cpus=max(os.cpu_count() or 1, LOCAL_RAY_CPUS), include_dashboard=False,
-                     namespace=config.pool.namespace, logging_level="WARNING")
+            with local_ray_workers_on_this_python():
+                ray.init(address="local", num_cpus=max(os.cpu_count() or 1, LOCAL_RAY_CPUS),
+                         include_dashboard=False, namespace=config.pool.namespace, logging_level="WARNING")
     pool = start_pool(config, address=settings.address)
     judge = RecordingJudge(pool.judge)
 

@@ -34,8 +34,11 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpu
         if address:
             ray.init(address=address, namespace=namespace, logging_level="WARNING")
         else:
-            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, namespace=namespace, include_dashboard=False,
-                     logging_level="WARNING")
+            from cudarl._compat import local_ray_workers_on_this_python
+
+            with local_ray_workers_on_this_python():
+                ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, namespace=namespace,
+                         include_dashboard=False, logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise PoolError(f"cannot reach a Ray cluster at {address!r}: {exc}") from exc
 

@@ -78,9 +78,10 @@ class Tester:
         mode = self.config.compile.mode
         self.mode = ("extension" if self.has_gpu else "kernel") if mode == "auto" else mode
         # The inline_fast settings of every build (the compile child and the runner must agree);
-        # the precompiled header lives beside the compile entries, in <cache>/pch.
+        # the precompiled header lives beside the compile entries, in <cache>/pch, unless compile.pch_dir says.
+        pch_root = self.config.compile.pch_dir or Path(root) / "pch"
         self.inline_fast = {"trim": self.config.compile.trim_includes,
-                            "pch_root": str(Path(root) / "pch") if self.config.compile.precompiled_header else None,
+                            "pch_root": str(pch_root) if self.config.compile.precompiled_header else None,
                             "split_nvcc": self.config.compile.split_nvcc,
                             "source_rules": self.config.hardening.static_rules}
         self._pch_lock = threading.Lock()

@@ -34,7 +34,10 @@ async def pool_actor(config: CudarlConfig):
     from actors.tester_pool import TesterPoolActor
 
     if not ray.is_initialized():  # a script outside verl's workers: a local Ray
-        ray.init(namespace=config.pool.namespace, include_dashboard=False, logging_level="WARNING")
+        from cudarl._compat import local_ray_workers_on_this_python
+
+        with local_ray_workers_on_this_python():
+            ray.init(namespace=config.pool.namespace, include_dashboard=False, logging_level="WARNING")
     key = (config.pool.namespace, config.pool.name, ray.get_runtime_context().get_job_id())
     if key not in _handles:
         handle = TesterPoolActor.options(

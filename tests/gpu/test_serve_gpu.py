@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_rl_driver import TASK
-from tests.integration.test_serve import _call, _free_port, _model_and_adapters
+from tests.fixtures.models import TASK
+from tests.fixtures.ray_session import free_port as _free_port
+from tests.integration.test_serve import _call
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -23,14 +24,14 @@ def test_nvml_samples_are_sane_on_a_real_driver():
         assert 0 <= s.utilization_percent <= 100 and 0 < s.memory_used_bytes <= s.memory_total_bytes
 
 
-def test_one_request_with_full_verdicts_over_http(tmp_path):
+def test_one_request_with_full_verdicts_over_http(policy_folder, own_ray):
     import ray
     from ray import serve
 
     from cudarl.config import CudarlConfig
     from cudarl.serve.app import app_from_config
 
-    model, _ = _model_and_adapters(tmp_path)
+    model = policy_folder
     config = CudarlConfig.model_validate({
         "pool": {"min_compile_workers": 1, "max_compile_workers": 2, "min_bench_workers": 1, "max_bench_workers": 1,
                  "gpus_per_bench_worker": 0.25},

@@ -36,6 +36,7 @@ def test_example_candidate_compiles_with_a_resource_report(tester, tasks):
     assert all("(" in k.name for k in report.kernels)  # demangled signatures
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_compile_error_comes_back_trimmed_and_readable(tester, tasks):
     source = (FIXTURES / "candidates" / "vector_add" / "compile_error.py").read_text()
     verdict = tester.evaluate(tasks["vector_add"], Candidate(task_id="vector_add", id="bad", source=source))
@@ -120,6 +121,7 @@ def test_a_build_past_its_time_limit_is_compile_timeout_and_leaves_no_process(ca
     assert not left, left
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_built(cache_root, tmp_path):
     """The guard reads string constants; a C++ source joined at run time (``"sys" + "tem("``)
     is checked where ``load_inline`` receives it, before any compiler runs, even when the
@@ -148,6 +150,7 @@ def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_bu
         assert not marker.exists()
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp_path):
     """With the static rules off (nothing refused before the build), a candidate whose import
     writes a file elsewhere gets a ``compile_error`` naming the refused path, and nothing appears
@@ -169,6 +172,7 @@ def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_environment_set_by_the_candidate_never_reaches_its_build(cache_root):
     """``os.environ`` at module level is allowed (build settings), but the build runs with the
     harness's environment: a candidate pointing torch's builder at another "nvcc" builds as usual."""

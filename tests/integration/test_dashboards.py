@@ -15,8 +15,9 @@ import urllib.request
 
 import pytest
 
-from tests.integration.test_rl_driver import TASK
-from tests.integration.test_serve import _call, _free_port, _model_and_adapters
+from tests.fixtures.models import TASK
+from tests.fixtures.ray_session import free_port as _free_port
+from tests.integration.test_serve import _call
 
 
 def _query(base: str, expr: str, since: float) -> list:
@@ -33,7 +34,9 @@ def _query(base: str, expr: str, since: float) -> list:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("prometheus") is None,
                     reason="Prometheus is not installed (Debian: apt-get install prometheus; .ci/run installs it)")
-def test_every_panel_returns_data(tmp_path):
+def test_every_panel_returns_data(tmp_path, policy_folder, own_ray):
+    """A Ray of its own (``own_ray``): metrics left by earlier tests on the shared cluster could
+    give a panel data that this workload did not make."""
     import ray
     import torch
     from ray import serve
@@ -44,7 +47,7 @@ def test_every_panel_returns_data(tmp_path):
     from cudarl.rl.driver import run_training
     from cudarl.serve.app import app_from_config
 
-    model, _ = _model_and_adapters(tmp_path)
+    model = policy_folder
     metrics_port, prometheus_port, http_port = _free_port(), _free_port(), _free_port()
     (tmp_path / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
@@ -65,7 +68,7 @@ def test_every_panel_returns_data(tmp_path):
         ray.init(address="local", num_cpus=6, include_dashboard=False, namespace="cudarl", logging_level="WARNING",
                  _metrics_export_port=metrics_port)
         pool = start_pool(config)
-        run_training(config, tmp_path / "run", [TASK], pool.judge)  # judges too: the tester's metrics
+        run_training(config, tmp_path / "dashboards-run", [TASK], pool.judge)  # judges too: the tester's metrics
         serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         serve.run(app_from_config(config), name="cudarl", route_prefix="/")
         url = f"http://127.0.0.1:{http_port}/v1/optimize"
@@ -86,6 +89,5 @@ def test_every_panel_returns_data(tmp_path):
         assert not empty, "panels without data:\n" + "\n".join(empty)
     finally:
         serve.shutdown()
-        ray.shutdown()
         prometheus.terminate()
         prometheus.wait(30)

@@ -82,6 +82,7 @@ def _gpu() -> bool:
 
 
 @pytest.mark.skipif(_gpu(), reason="with a GPU the verdict holds timings, which differ from one judgement to the next")
+@pytest.mark.slow  # default-suite budget (tests/README.md): a build and a judge of its own
 def test_the_optimizer_pairs_prompt_is_the_one_its_first_turn_sees(tmp_path):
     from cudarl.agents.parsing import parse_answer
     from cudarl.agents.prompts import optimizer_prompt, summarize_turn

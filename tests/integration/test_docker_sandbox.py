@@ -112,9 +112,7 @@ def test_a_candidate_that_forks_allocates_or_hangs_gets_its_verdict_under_both(e
     assert _containers(engine) == before
 
 
-def test_the_pools_compile_worker_builds_with_the_docker_backend(engine):
-    import ray
-
+def test_the_pools_compile_worker_builds_with_the_docker_backend(engine, shared_ray):
     from cudarl.config import CudarlConfig
     from cudarl.pool import start_pool
 
@@ -122,14 +120,10 @@ def test_the_pools_compile_worker_builds_with_the_docker_backend(engine):
         "tester": {"sandbox": {"backend": "docker"}, "compile": {"mode": "extension"}},
         "pool": {"name": "docker-pool", "min_compile_workers": 1, "max_compile_workers": 1, "min_bench_workers": 0,
                  "max_bench_workers": 0}})
-    ray.init(address="local", num_cpus=3, include_dashboard=False, namespace="cudarl", logging_level="ERROR")
-    try:
-        pool = start_pool(config)
-        before = _containers(engine)
-        verdicts = pool.judge([(TASK, Candidate(task_id=TASK.id, id="broken", source=BROKEN))], timeout_s=600)
-        pool.shutdown()
-    finally:
-        ray.shutdown()
+    pool = start_pool(config)
+    before = _containers(engine)
+    verdicts = pool.judge([(TASK, Candidate(task_id=TASK.id, id="broken", source=BROKEN))], timeout_s=600)
+    pool.shutdown()
     assert verdicts[0].outcome == Outcome.COMPILE_ERROR, verdicts[0].reasons
     assert 'identifier "undeclared_name" is undefined' in verdicts[0].reasons[0]
     assert _containers(engine) == before

@@ -18,13 +18,9 @@ from cudarl.rollout.chat import ChatTokens
 from cudarl.rollout.engine import LoraSettings, SamplingSettings
 from cudarl.rollout.episodes import EpisodeSettings, run_episodes
 from cudarl.rollout.hf import HFEngine
-from cudarl.tasks.builtin import load_suite, suite_solutions
 from cudarl.tester.verdict import Outcome
-from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, randomize_lora, tiny_model
-
-TASK = {t.id: t for t in load_suite()}["vector_add"]
-ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
-          + suite_solutions({"vector_add"}, form="nvrtc")[0].source + "```\n")
+from tests.fixtures.models import ANSWER, TASK
+from tests.fixtures.tiny_lm import chat_tokenizer, randomize_lora, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -81,34 +77,31 @@ def test_three_turns_of_a_random_model_are_token_exact(tokenizer, mode):
 
 
 @pytest.mark.slow
-def test_an_episode_against_a_real_tester_pool(tokenizer):
-    """The memorized policy answers with an honest kernel; the pool judges it once."""
-    import ray
+def test_an_episode_against_a_real_tester_pool(policy_folder, shared_ray):
+    """The memorized policy (the session's) answers with an honest kernel; the pool judges it once."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from cudarl.config import CudarlConfig
     from cudarl.pool import start_pool
 
-    chat = ChatTokens(tokenizer)
+    chat = ChatTokens(AutoTokenizer.from_pretrained(policy_folder))
     first_prompt = chat.prompt(system_prompt(), generator_prompt(TASK))
-    engine = HFEngine(memorized_model(tokenizer, first_prompt, ANSWER))
+    engine = HFEngine(AutoModelForCausalLM.from_pretrained(policy_folder).eval())
     greedy = SamplingSettings(max_new_tokens=400, temperature=0.0)
     assert chat.decode(engine.generate([first_prompt], greedy)[0].token_ids).strip() == ANSWER.strip()
 
     config = CudarlConfig.model_validate({"tester": {"compile": {"mode": "kernel"}},
                                           "pool": {"min_compile_workers": 1, "max_compile_workers": 1}})
-    try:
-        pool = start_pool(config, num_cpus=2)
-        calls: list[int] = []
+    pool = start_pool(config)
+    calls: list[int] = []
 
-        def judge(pairs):
-            calls.append(len(pairs))
-            return pool.judge(pairs)
+    def judge(pairs):
+        calls.append(len(pairs))
+        return pool.judge(pairs)
 
-        settings = EpisodeSettings(optimizer_turns=2, context_mode="full", sampling=greedy)
-        (trajectory,) = run_episodes(engine, chat, judge, [(TASK, "ep-pool")], settings)
-        pool.shutdown()
-    finally:
-        ray.shutdown()
+    settings = EpisodeSettings(optimizer_turns=2, context_mode="full", sampling=greedy)
+    (trajectory,) = run_episodes(engine, chat, judge, [(TASK, "ep-pool")], settings)
+    pool.shutdown()
     first = trajectory.turns[0]
     assert first.verdict.outcome == Outcome.COMPILED and first.candidate_hash, first.verdict.reasons
     assert len(trajectory.turns) == 3 and calls and sum(calls) <= len({t.candidate_hash for t in trajectory.turns})

@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 
 from cudarl import env
-from tests.integration.test_serve import _free_port
+from tests.fixtures.processes import ray_temp_dir, stop_processes_naming
+from tests.fixtures.ray_session import free_port as _free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
 @pytest.mark.slow
-def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
+def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path, own_ray):
+    """``own_ray``: the session's Ray is shut down, so the head has the machine's CPUs."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from cudarl.demo.tiny import build_tiny_model
@@ -29,11 +31,11 @@ def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
 
     kernels = [c.source for c in suite_solutions({"vector_add", "relu"}, form="nvrtc")]
     model = build_tiny_model(tmp_path / "model", kernels)
-    gcs, dashboard = _free_port(), _free_port()
+    gcs, dashboard, head = _free_port(), _free_port(), ray_temp_dir()
     # token authentication off, as this process's client has it (a cluster reachable only from here)
     environment = {**os.environ, env.RAY_AUTH_MODE: "disabled"}
     subprocess.run([RAY, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--num-cpus=6",
-                    "--dashboard-host=127.0.0.1", "--disable-usage-stats"],
+                    "--dashboard-host=127.0.0.1", "--disable-usage-stats", f"--temp-dir={head}"],
                    check=True, capture_output=True, timeout=180, env=environment)
     try:
         client = JobSubmissionClient(f"http://127.0.0.1:{dashboard}")
@@ -57,7 +59,7 @@ def test_a_training_run_and_an_eval_submitted_as_jobs_succeed(tmp_path):
         logs = {job: client.get_job_logs(job)[-3000:] for job in (train, evaluate)}
         assert states == {train: JobStatus.SUCCEEDED, evaluate: JobStatus.SUCCEEDED}, (states, logs)
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+        stop_processes_naming(str(head))  # this head only; never `ray stop` (every Ray on the machine)
     lines = (tmp_path / "run" / "steps.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["weights_version"] == 1
     report = json.loads((tmp_path / "report.json").read_text())

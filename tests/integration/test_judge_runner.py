@@ -117,6 +117,7 @@ def test_correct_candidate_passes_every_trial_including_hidden_shapes(tmp_path):
     assert any("adopted and killed by the judge" in note for note in result["hardening"]["notes"])
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_candidate_that_only_works_at_the_default_shape_fails_the_hidden_check(tmp_path):
     assert evaluate(tmp_path, HARDCODED_SIZE)["outcome"] == "correct"  # default shapes only: passes
     result = evaluate(tmp_path, HARDCODED_SIZE, hidden={"N": 5000})
@@ -132,15 +133,17 @@ def test_candidate_that_writes_into_its_inputs_is_incorrect(tmp_path):
 
 
 @pytest.mark.parametrize("source, outcome, words", [
-    (RETURNS_INPUT, "rejected", "[alias] output 0 shares memory with input 0"),
-    (SUBCLASS, "incorrect", "tensor subclass (Lazy)"),
-    (CACHED_BY_SHAPE, "incorrect", "trial 1:"),
-    (THREAD, "rejected", "[thread]"),
-    (EXITS, "crashed", "exited with code 0 without answering"),
-    (FORGES_REPLY, "rejected", "[channel]"),
-    (PATCHES_HARNESS, "rejected",
-     "[patched] the candidate replaced cudarl.tester.judging.correctness.check_plain_tensor"),
-    (CHANGES_INPUTS, "rejected", "trial 0: [inputs] the candidate's process generated different inputs"),
+    (RETURNS_INPUT, "rejected", "[alias] output 0 shares memory with input 0"),  # the default suite's one
+    pytest.param(SUBCLASS, "incorrect", "tensor subclass (Lazy)", marks=pytest.mark.slow),
+    pytest.param(CACHED_BY_SHAPE, "incorrect", "trial 1:", marks=pytest.mark.slow),
+    pytest.param(THREAD, "rejected", "[thread]", marks=pytest.mark.slow),
+    pytest.param(EXITS, "crashed", "exited with code 0 without answering", marks=pytest.mark.slow),
+    pytest.param(FORGES_REPLY, "rejected", "[channel]", marks=pytest.mark.slow),
+    pytest.param(PATCHES_HARNESS, "rejected",
+                 "[patched] the candidate replaced cudarl.tester.judging.correctness.check_plain_tensor",
+                 marks=pytest.mark.slow),
+    pytest.param(CHANGES_INPUTS, "rejected", "trial 0: [inputs] the candidate's process generated different inputs",
+                 marks=pytest.mark.slow),
 ], ids=["returns-input", "subclass", "shape-cache", "thread", "early-exit", "forged-reply", "patches-harness",
         "changes-inputs"])
 def test_runtime_defenses_name_the_trick(tmp_path, source, outcome, words):
@@ -175,6 +178,7 @@ with open("big.bin", "wb") as handle:
 """ + GOOD
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
     config = settings.TesterConfig()
     (tmp_path / "reference.py").write_text(TASK)
@@ -185,6 +189,7 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(tmp_path):
     assert child.processes_exceeded and child.last("result") is None
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_processes_that_leave_the_group_die_with_the_candidate(tmp_path):
     import psutil
 
@@ -194,6 +199,7 @@ def test_processes_that_leave_the_group_die_with_the_candidate(tmp_path):
     assert not survivors, "a process started with setsid outlived the evaluation"
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a child process or build of its own
 def test_a_file_over_the_limit_is_a_resource_limit_verdict(tmp_path):
     result = evaluate(tmp_path, BIG_FILE)
     assert result["outcome"] == "resource_limit", result["reasons"]

@@ -21,12 +21,8 @@ VOCAB = 128
 
 
 @pytest.fixture
-def local_ray():
-    import ray
-
-    ray.init(address="local", num_cpus=3, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
+def local_ray(shared_ray):
+    return shared_ray
 
 
 @pytest.fixture(scope="module")

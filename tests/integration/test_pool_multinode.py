@@ -50,8 +50,10 @@ WAIT_S = 90.0
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A head node without GPUs; the test adds GPU nodes to it."""
+def cluster(ray_cluster):
+    """A head node without GPUs; the test adds GPU nodes to it (the session's Ray shut down first:
+    a driver joins one cluster at a time)."""
+    ray_cluster.release()
     nodes = cluster_utils.Cluster(initialize_head=True,
                                   head_node_args={"num_cpus": HEAD_CPUS, "num_gpus": 0, "include_dashboard": False})
     ray.init(address=nodes.address, namespace="cudarl", logging_level="WARNING")

@@ -15,23 +15,13 @@ import json
 import pytest
 import torch
 
-from cudarl.agents.prompts import generator_prompt, system_prompt
-from cudarl.rollout.chat import ChatTokens
-from cudarl.tasks.builtin import load_suite, suite_solutions
-from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, tiny_model
-
-TASK = {t.id: t for t in load_suite()}["vector_add"]
-ANSWER = ("Strategy: a grid-stride loop, one kernel.\n```python\n"
-          + suite_solutions({"vector_add"}, form="nvrtc")[0].source + "```\n")
+from tests.fixtures.models import ANSWER, TASK  # noqa: F401  (ANSWER: imported from here by the GPU tests)
 
 
-METRICS_PORT = 18_391
-
-
-def _scrape(metric: str, **labels: str) -> float | None:
+def _scrape(port: int, metric: str, **labels: str) -> float | None:
     import urllib.request
 
-    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     for line in text.splitlines():
         if line.startswith(metric + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
@@ -39,28 +29,21 @@ def _scrape(metric: str, **labels: str) -> float | None:
 
 
 @pytest.mark.slow
-def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
+def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_folder, shared_ray):
     import time
 
     import ray
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from transformers import AutoTokenizer
 
     from cudarl.config import CudarlConfig
     from cudarl.pool import start_pool
     from cudarl.rl.driver import run_training
     from cudarl.rollout.adapters import read_adapter_folder
 
-    trained = chat_tokenizer([system_prompt(), generator_prompt(TASK), ANSWER])
-    trained.save_pretrained(tmp_path / "model")
-    tiny_model(trained).save_pretrained(tmp_path / "model")  # its config.json makes the folder a Qwen2 model's
-    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "model")  # as the run loads it (the Qwen2 class)
-    prompt = ChatTokens(tokenizer).prompt(system_prompt(), generator_prompt(TASK))
-    memorized_model(tokenizer, prompt, ANSWER).save_pretrained(tmp_path / "model")
     config = CudarlConfig.model_validate({
         "tester": {"compile": {"mode": "kernel"}},
         "pool": {"min_compile_workers": 1, "max_compile_workers": 1},
-        "train": {"model": str(tmp_path / "model"), "engine": "hf", "steps": 4, "tasks_per_step": 1,
+        "train": {"model": str(policy_folder), "engine": "hf", "steps": 4, "tasks_per_step": 1,
                   "group_size": 2, "optimizer_turns": 1, "max_new_tokens": 400, "temperature": 0.1,
                   "lora_rank": 4, "lora_alpha": 8, "learning_rate": 1e-3, "checkpoint_every": 2,
                   "overlap": True, "tensorboard": True},
@@ -84,27 +67,23 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
             (name,) = [n for n in ray.util.list_named_actors() if n.startswith("cudarl-policy-")]
             ray.kill(ray.get_actor(name), no_restart=True)
 
-    try:
-        ray.init(num_cpus=4, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
-                 logging_level="WARNING")
-        pool = start_pool(config)
-        # the whole run's weights go over a gloo weight channel (a new one after the policy's
-        # restart); the stopped and resumed runs' through the object store: the same results
-        records = run_training(config.with_changes({"train.weight_sync": "collective"}), tmp_path / "run", [TASK],
-                               judge, on_phase=on_phase)
-        deadline = time.monotonic() + 60  # Ray's metrics agent exports every few seconds
-        while _scrape("ray_cudarl_train_step", run="run") != 4 and time.monotonic() < deadline:
-            time.sleep(2)
-        exported = {name: _scrape(f"ray_cudarl_train_{name}", run="run")
-                    for name in ("step", "weights_version", "version_lag", "reward")}
-        exported["rate"] = _scrape("ray_cudarl_train_rate", run="run", kind="compile", tier="easy")
-        exported["seconds"] = _scrape("ray_cudarl_train_step_seconds", run="run", phase="judge")
-        run_training(config.with_changes({"train.steps": 2}), stopped, [TASK], pool.judge)
-        (stopped / "checkpoints" / "step-4.partial" / "trainer").mkdir(parents=True)  # a kill mid-checkpoint
-        resumed = run_training(config, stopped, [TASK], pool.judge, resume=True)
-    finally:
-        ray.shutdown()
-    lines = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    port, run = shared_ray.metrics_port, tmp_path / "rl-driver-run"  # its own run label on the shared Ray
+    pool = start_pool(config)
+    # the whole run's weights go over a gloo weight channel (a new one after the policy's
+    # restart); the stopped and resumed runs' through the object store: the same results
+    records = run_training(config.with_changes({"train.weight_sync": "collective"}), run, [TASK],
+                           judge, on_phase=on_phase)
+    deadline = time.monotonic() + 60  # Ray's metrics agent exports every few seconds
+    while _scrape(port, "ray_cudarl_train_step", run=run.name) != 4 and time.monotonic() < deadline:
+        time.sleep(2)
+    exported = {name: _scrape(port, f"ray_cudarl_train_{name}", run=run.name)
+                for name in ("step", "weights_version", "version_lag", "reward")}
+    exported["rate"] = _scrape(port, "ray_cudarl_train_rate", run=run.name, kind="compile", tier="easy")
+    exported["seconds"] = _scrape(port, "ray_cudarl_train_step_seconds", run=run.name, phase="judge")
+    run_training(config.with_changes({"train.steps": 2}), stopped, [TASK], pool.judge)
+    (stopped / "checkpoints" / "step-4.partial" / "trainer").mkdir(parents=True)  # a kill mid-checkpoint
+    resumed = run_training(config, stopped, [TASK], pool.judge, resume=True)
+    lines = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2, 3] and [r.weights_version for r in records] == [1, 2, 3, 4]
     for line in lines:
         stats = line["stats"]
@@ -123,13 +102,13 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
     assert [line["retries"] for line in lines] == [0, 1, 1, 0]
     assert phases.count((2, "rollout")) == 2
     assert phases.count((1, "rollout (overlapping the last update)")) == 2
-    state = json.loads((tmp_path / "run" / "checkpoints" / "step-4" / "state.json").read_text())
+    state = json.loads((run / "checkpoints" / "step-4" / "state.json").read_text())
     assert (state["step"], state["weights_version"]) == (4, 4)
     assert exported["step"] == 4 and exported["weights_version"] == 4 and exported["version_lag"] == 1
     assert exported["reward"] == pytest.approx(lines[-1]["stats"]["mean_reward"])
     assert exported["rate"] == pytest.approx(lines[-1]["stats"]["compile_rate"])
     assert exported["seconds"] == pytest.approx(lines[-1]["seconds"]["judge"], rel=1e-3)
-    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("reward/mean")] == [1, 2, 3, 4]
 
@@ -142,7 +121,7 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path):
             again["stats"], again["update"], again["overlapped"])
         assert (whole["sync_via"], again["sync_via"]) == ("gloo", "object_store")
     for role in ("generator", "optimizer"):
-        settings, expected = read_adapter_folder(tmp_path / "run" / "checkpoints" / "step-4" / role)
+        settings, expected = read_adapter_folder(run / "checkpoints" / "step-4" / role)
         _, got = read_adapter_folder(stopped / "checkpoints" / "step-4" / role)
         assert settings.rank == 4 and expected.keys() == got.keys()
         assert all(torch.equal(expected[name], got[name]) for name in expected), role

@@ -13,16 +13,10 @@ from tests.fixtures.tiny_lm import tiny_model, tiny_tokenizer
 
 
 @pytest.mark.slow
-def test_grpo_through_ray_train_and_fsdp2_raises_the_reward(tmp_path):
-    import ray
-
+def test_grpo_through_ray_train_and_fsdp2_raises_the_reward(tmp_path, shared_ray):
     tokenizer = tiny_tokenizer(128)
     tiny_model(tokenizer).save_pretrained(tmp_path / "model")
-    ray.init(address="local", num_cpus=3, include_dashboard=False, logging_level="ERROR")
-    try:
-        log = train_toy(str(tmp_path / "model"), len(tokenizer), ToySettings(steps=20, ranks=2))
-    finally:
-        ray.shutdown()
+    log = train_toy(str(tmp_path / "model"), len(tokenizer), ToySettings(steps=20, ranks=2))
     rewards = [entry.mean_reward for entry in log]
     first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
     assert first < 0.3 and last > 0.7, rewards

@@ -37,7 +37,7 @@ def _config(ranks: int) -> CudarlConfig:
 
 
 @pytest.mark.slow
-def test_two_shared_gpus_get_one_update_worker_each_as_planned_and_the_sender_is_off_the_policys_gpu():
+def test_two_shared_gpus_get_one_update_worker_each_as_planned_and_the_sender_is_off_the_policys_gpu(own_ray):
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -45,7 +45,7 @@ def test_two_shared_gpus_get_one_update_worker_each_as_planned_and_the_sender_is
         "train": {"ranks": 2, "gpus_per_rank": 0.4, "policy_gpu_share": 0.6},
         "pool": {"min_bench_workers": 1, "gpus_per_bench_worker": 0.5}})
     try:
-        ray.init(num_cpus=6, num_gpus=2, include_dashboard=False, logging_level="ERROR")
+        ray.init(address="local", num_cpus=6, num_gpus=2, include_dashboard=False, logging_level="ERROR")
         plan = plan_placement(run_slots(config), cluster_node_gpus())
         bench, policy, *ranks = plan.slots
         actors = []
@@ -70,7 +70,7 @@ def test_two_shared_gpus_get_one_update_worker_each_as_planned_and_the_sender_is
 
 
 @pytest.mark.slow
-def test_the_plan_places_bench_policy_and_update_workers_across_gpu_nodes():
+def test_the_plan_places_bench_policy_and_update_workers_across_gpu_nodes(own_ray):
     cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
     gpu_nodes = [cluster.add_node(num_cpus=2, num_gpus=2) for _ in range(2)]
     try:

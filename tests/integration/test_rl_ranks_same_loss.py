@@ -12,18 +12,12 @@ from tests.gpu.test_rl_multigpu import loss_curve, loss_samples
 
 
 @pytest.mark.slow
-def test_one_and_two_update_workers_give_the_same_losses(tmp_path):
-    import ray
-
+def test_one_and_two_update_workers_give_the_same_losses(tmp_path, shared_ray):
     tokenizer = tiny_tokenizer()
     tiny_model(tokenizer).save_pretrained(tmp_path / "model")
     prompt = tokenizer.encode("class ModelNew(nn.Module): def forward(self, a, b):")
     samples = loss_samples(tokenizer, prompt)
-    ray.init(address="local", num_cpus=3, include_dashboard=False, logging_level="ERROR")
-    try:
-        curves = {ranks: loss_curve(str(tmp_path / "model"), samples, ranks, gpus_per_rank=0.0, dtype="float32")
-                  for ranks in (1, 2)}
-    finally:
-        ray.shutdown()
+    curves = {ranks: loss_curve(str(tmp_path / "model"), samples, ranks, gpus_per_rank=0.0, dtype="float32")
+              for ranks in (1, 2)}
     assert curves[1][0] != 0 and curves[1][0] != curves[1][1]  # a real loss, and the first update moved it
     assert curves[2] == pytest.approx(curves[1], rel=1e-4, abs=1e-6)

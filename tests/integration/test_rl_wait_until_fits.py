@@ -21,7 +21,7 @@ class _Holder:
         return True
 
 
-def test_a_share_being_released_is_waited_for_and_one_never_released_is_refused():
+def test_a_share_being_released_is_waited_for_and_one_never_released_is_refused(own_ray):
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         with pytest.raises(UpdateWorkersError, match=r"need 3 CPU \(3 x 1\) but the cluster has 2 CPU"):

@@ -7,23 +7,14 @@ requests and its stickiness; weights changed while serving; a rollback."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cudarl.agents.prompts import generator_prompt, system_prompt
-from cudarl.rollout.chat import ChatTokens
-from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, tiny_model
-from tests.integration.test_rl_driver import ANSWER, TASK
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.fixtures.models import TASK
+from tests.fixtures.ray_session import free_port as _free_port
 
 
 def _call(url: str, body: dict | None = None, method: str = "POST") -> tuple[int, dict]:
@@ -37,40 +28,32 @@ def _call(url: str, body: dict | None = None, method: str = "POST") -> tuple[int
         return error.code, json.loads(error.read() or b"{}")
 
 
-def _model_and_adapters(tmp_path):
-    """The tiny model's folder, and a folder with generator/ and optimizer/ adapters of rank 4
-    (B = 0: the same answers as the base, through the adapter path)."""
+def _model_and_adapters(tmp_path, policy_folder):
+    """The tiny model's folder (the session's memorized policy), and a folder with generator/ and
+    optimizer/ adapters of rank 4 (B = 0: the same answers as the base, through the adapter path)."""
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from cudarl.rollout.adapters import save_adapter_folder
     from cudarl.rollout.engine import LoraSettings
 
-    folder = tmp_path / "model"
-    trained = chat_tokenizer([system_prompt(), generator_prompt(TASK), ANSWER])
-    trained.save_pretrained(folder)
-    tiny_model(trained).save_pretrained(folder)  # its config.json makes the folder a Qwen2 model's (tokenizer class)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    prompt = ChatTokens(tokenizer).prompt(system_prompt(), generator_prompt(TASK))
-    memorized_model(tokenizer, prompt, ANSWER).save_pretrained(folder)
     settings = LoraSettings(rank=4, alpha=8)
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(folder),
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(policy_folder),
                                 LoraConfig(r=4, lora_alpha=8, target_modules=list(settings.target_modules)))
     for role in ("generator", "optimizer"):
         save_adapter_folder(get_peft_model_state_dict(peft_model), settings, tmp_path / "v2" / role)
-    return folder, tmp_path / "v2"
+    return policy_folder, tmp_path / "v2"
 
 
 @pytest.mark.slow
-def test_the_service_over_http(tmp_path):
-    import ray
+def test_the_service_over_http(tmp_path, policy_folder, shared_ray):
     from ray import serve
 
     from cudarl.config import CudarlConfig
     from cudarl.serve.app import app_from_config
     from cudarl.serve.schemas import MAX_PROGRAM_BYTES
 
-    model, adapters = _model_and_adapters(tmp_path)
+    model, adapters = _model_and_adapters(tmp_path, policy_folder)
     config = CudarlConfig.model_validate({
         "tester": {"compile": {"mode": "kernel"}},
         "pool": {"min_compile_workers": 1, "max_compile_workers": 1},
@@ -80,7 +63,6 @@ def test_the_service_over_http(tmp_path):
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     try:
-        ray.init(address="local", num_cpus=6, include_dashboard=False, namespace="cudarl", logging_level="WARNING")
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(app_from_config(config), name="cudarl", route_prefix="/")
         status, health = _call(f"{url}/healthz")
@@ -149,4 +131,3 @@ def test_the_service_over_http(tmp_path):
         assert status == 400 and "no such version" in answer["detail"]
     finally:
         serve.shutdown()
-        ray.shutdown()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_serve import _call, _free_port, _model_and_adapters
+from tests.fixtures.ray_session import free_port as _free_port
+from tests.integration.test_serve import _call
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,8 +43,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_cudarl_serve_and_serve_run_answer_over_http(tmp_path):
-    model, _ = _model_and_adapters(tmp_path)
+def test_cudarl_serve_and_serve_run_answer_over_http(tmp_path, policy_folder, own_ray):
+    model = policy_folder  # own_ray: the shared cluster stops, so these processes' own clusters have the CPUs
     config = tmp_path / "serve.toml"
     config.write_text(f'[tester.compile]\nmode = "kernel"\n[pool]\nmin_compile_workers = 1\nmax_compile_workers = 1\n'
                       f'[serve]\nmodel = "{model}"\nengine = "hf"\nmax_new_tokens = 400\ntemperature = 0.1\n')

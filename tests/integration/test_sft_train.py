@@ -103,6 +103,7 @@ def test_bad_settings_and_missing_rows_end_in_one_line(base_folder, tmp_path, ca
         load_base_model(_config(base_folder, quantization="4bit"), "cpu")
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): a second warm start
 def test_packed_rows_train_too(base_folder, tmp_path):
     """``packing``: rows packed into sequences of ``max_length`` (TRL's best-fit packing, the
     completion-only labels packed with them): six rows of 2-5k tokens fit in fewer 12k sequences."""

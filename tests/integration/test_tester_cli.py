@@ -12,14 +12,17 @@ import time
 import pytest
 
 from tests.conftest import run_cli
+from tests.fixtures.processes import stop_group
 
 pytestmark = pytest.mark.slow
 
 
-def test_serve_stats_scale_eval_and_stop(tmp_path):
+def test_serve_stats_scale_eval_and_stop(tmp_path, own_ray):
+    """``own_ray``: no other Ray of this process for ``--address auto`` to find."""
     environment = {**os.environ, "CUDARL_CACHE_DIR": str(tmp_path / "cache")}
     serve = subprocess.Popen([sys.executable, "-m", "cudarl.cli", "tester", "serve", "--every", "1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
+                             start_new_session=True)
     try:
         deadline = time.monotonic() + 180
         lines = []
@@ -46,10 +49,8 @@ def test_serve_stats_scale_eval_and_stop(tmp_path):
         assert stopped.returncode == 0 and "stopped" in stopped.stdout
         assert serve.wait(timeout=60) == 0
     finally:
-        if serve.poll() is None:  # it failed: take its local Ray down with it
-            serve.kill()
-            subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True,
-                           env=environment)
+        if serve.poll() is None:  # it failed: take its local Ray down with it (its process group)
+            stop_group(serve, timeout_s=30)
 
 
 def test_scale_without_counts_and_detach_without_a_cluster_are_clear_errors():

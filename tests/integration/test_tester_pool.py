@@ -11,7 +11,6 @@ Not covered here: GPU stages (tests/gpu/test_pool_gpu.py), nodes joining (test_p
 from __future__ import annotations
 
 import random
-import socket
 import time
 import urllib.request
 from collections import Counter
@@ -42,22 +41,14 @@ def parse_error(number: int) -> str:
     return f"def broken_{number}(:\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-METRICS_PORT = _free_port()
 BENCH_SLOTS = CudarlConfig().pool.bench_slots  # items a killed bench worker may have had in flight
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=6, include_dashboard=False, _metrics_export_port=METRICS_PORT, namespace="cudarl",
-             logging_level="WARNING")
-    yield
-    ray.shutdown()
+@pytest.fixture
+def local_ray(shared_ray):
+    """The session's Ray; the metrics scraped here carry the pool's own name, so other tests'
+    pools on the same cluster do not count."""
+    return shared_ray
 
 
 def make_pool(name: str, tmp_path, **pool):
@@ -79,9 +70,9 @@ def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.2):
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
-def scrape(metric: str, **labels: str) -> float:
+def scrape(port: int, metric: str, **labels: str) -> float:
     """Sum of the exported samples of ``metric`` whose labels include ``labels``."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     total = 0.0
     for line in text.splitlines():
         if line.startswith(metric + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
@@ -129,14 +120,14 @@ def test_200_submissions_with_duplicates_and_failures_resolve_exactly_once(local
     assert stats["in_flight"] == 0 and stats["queued"] == {"compile": 0, "bench": 0} and stats["restarts"] == {}
 
     # The same figures through Ray's Prometheus endpoint (exported every few seconds).
-    labels = {"pool": "pool-200"}
-    wait_for(lambda: scrape("ray_cudarl_tester_verdicts_total", outcome="compiled", **labels) == 80, 60,
+    labels, port = {"pool": "pool-200"}, local_ray.metrics_port
+    wait_for(lambda: scrape(port, "ray_cudarl_tester_verdicts_total", outcome="compiled", **labels) == 80, 60,
              "the verdict counter to be exported")
-    assert scrape("ray_cudarl_tester_verdicts_total", outcome="compile_error", **labels) == 40
-    assert scrape("ray_cudarl_tester_verdicts_total", outcome="parse_error", **labels) == 80
-    assert scrape("ray_cudarl_tester_cache_lookups_total", cache="verdict", result="hit", **labels) == 181
-    assert scrape("ray_cudarl_tester_stage_seconds_count", stage="compile", **labels) == 19
-    wait_for(lambda: scrape("ray_cudarl_tester_workers", kind="compile", **labels) == 2, 30, "the workers gauge")
+    assert scrape(port, "ray_cudarl_tester_verdicts_total", outcome="compile_error", **labels) == 40
+    assert scrape(port, "ray_cudarl_tester_verdicts_total", outcome="parse_error", **labels) == 80
+    assert scrape(port, "ray_cudarl_tester_cache_lookups_total", cache="verdict", result="hit", **labels) == 181
+    assert scrape(port, "ray_cudarl_tester_stage_seconds_count", stage="compile", **labels) == 19
+    wait_for(lambda: scrape(port, "ray_cudarl_tester_workers", kind="compile", **labels) == 2, 30, "the workers gauge")
     pool.shutdown()
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+import cachetools  # noqa: F401  (the verl extra, which the lock file installs: a broken install fails, not skips)
 import pytest
+import torch
 
-pytest.importorskip("cachetools", reason="the verl extra (pip install cudarl[verl]) is not installed")
-
-import torch  # noqa: E402
-
-from cudarl.tasks.builtin import load_suite, suite_solutions  # noqa: E402
-from tests.fixtures.tiny_lm import chat_tokenizer, tiny_model  # noqa: E402
+from cudarl.tasks.builtin import load_suite, suite_solutions
+from tests.fixtures.tiny_lm import chat_tokenizer, tiny_model
 
 pytestmark = pytest.mark.slow
 TASK_ID = "vector_add"
@@ -68,18 +66,16 @@ def _fenced(source: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    import ray
-
+def env(tmp_path_factory, ray_cluster):
     folder = tmp_path_factory.mktemp("verl")
     (folder / "cudarl.toml").write_text(CONFIG)
     solution = suite_solutions({TASK_ID})[0].source
     tokenizer = chat_tokenizer([solution])
-    ray.init(num_cpus=3, include_dashboard=False, logging_level="ERROR", namespace="cudarl")
+    ray_cluster.ensure()  # the session's Ray: the loop finds or starts the pool there, as in verl's job
     yield {"folder": folder, "config": str(folder / "cudarl.toml"), "tokenizer": tokenizer,
            "model": tiny_model(tokenizer).eval(), "solution": solution,
            "broken": solution.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undeclared_name[i];")}
-    ray.shutdown()
+    ray_cluster.clear()
 
 
 def _loop(env, server, **settings):

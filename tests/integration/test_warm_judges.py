@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import psutil
+import pytest
 
 from cudarl import config as settings
 from cudarl.tester.judgement import judge_job
@@ -40,6 +41,7 @@ def judge_in(pool: WarmChildren, workdir: Path, candidate: str, **job_fields) ->
     return result
 
 
+@pytest.mark.slow  # default-suite budget (tests/README.md): several judges of its own
 def test_warm_judges_judge_like_cold_ones(tmp_path):
     """One pool for three jobs (each warm judge costs a torch import on a small machine)."""
     limits = ChildLimits.from_config(settings.SandboxConfig())
