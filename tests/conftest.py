@@ -39,15 +39,22 @@ def run_cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProces
                           timeout=600, env=environment)
 
 
+def kept_folder(request, tmp_path_factory, name: str) -> Path:
+    """A folder in pytest's cache (kept across sessions), or a temporary one when the cache is off
+    (``-p no:cacheprovider``)."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir(name)) if cache is not None else tmp_path_factory.mktemp(name)
+
+
 _SESSION_PCH: dict[str, Path] = {}  # "dir": set once per session by the fixture below
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_pch_dir(request) -> Path:
+def session_pch_dir(request, tmp_path_factory) -> Path:
     """One folder for the precompiled header of every tester the tests make: it takes a minute to
     build on 2 cores and is the same for all of them (its own subfolder is named by torch, Python
     and flags, so it is kept across sessions in pytest's cache)."""
-    folder = Path(request.config.cache.mkdir("cudarl-pch"))
+    folder = kept_folder(request, tmp_path_factory, "cudarl-pch")
     _SESSION_PCH["dir"] = folder
     return folder
 
@@ -91,9 +98,9 @@ def own_ray(ray_cluster):
 
 
 @pytest.fixture(scope="session")
-def policy_folder(request) -> Path:
+def policy_folder(request, tmp_path_factory) -> Path:
     """The memorized vector_add policy (``tests.fixtures.models``), trained once and kept in
     pytest's cache by content. Shared: copy it before changing anything in it."""
     from tests.fixtures.models import vector_add_policy
 
-    return vector_add_policy(Path(request.config.cache.mkdir("cudarl-models")))
+    return vector_add_policy(kept_folder(request, tmp_path_factory, "cudarl-models"))
