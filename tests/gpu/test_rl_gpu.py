@@ -15,8 +15,8 @@ import pytest
 from cudarl.agents.prompts import generator_prompt, system_prompt
 from cudarl.rollout.chat import ChatTokens
 from cudarl.rollout.engine import vllm_installed
+from tests.fixtures.models import ANSWER, TASK
 from tests.fixtures.tiny_lm import chat_tokenizer, memorized_model, tiny_model
-from tests.integration.test_rl_driver import ANSWER, TASK
 
 pytestmark = pytest.mark.gpu
 

@@ -15,7 +15,7 @@ import json
 import pytest
 import torch
 
-from tests.fixtures.models import ANSWER, TASK  # noqa: F401  (ANSWER: imported from here by the GPU tests)
+from tests.fixtures.models import TASK
 
 
 def _scrape(port: int, metric: str, **labels: str) -> float | None:
