@@ -91,7 +91,8 @@ def cuda_library_include_dirs() -> list[str]:
     its ``nvidia`` wheels, which torch's builder does not put on the include path. That wheel
     folder cannot be added whole: its runtime headers belong to the wheel's CUDA version and
     ``#error`` against an older nvcc. So we link only the headers the toolkit does not have,
-    into ``<cache>/cuda-library-headers``, and return that folder (empty list: nothing needed).
+    into ``<cache>/cuda-library-headers/<hash of the wheel folder>``, and return that folder
+    (empty list: nothing needed).
     """
     root = cuda_home()
     toolkit_include = root / "include" if root is not None else None
@@ -104,7 +105,11 @@ def cuda_library_include_dirs() -> list[str]:
     sources = [h.parent for base in getattr(nvidia, "__path__", []) for h in Path(base).glob("*/include/cusparse.h")]
     if not sources:
         return []
-    shim = env.cache_dir() / "cuda-library-headers"
+    # one folder per wheel folder: links made for another environment (deleted since, or not
+    # mounted in a build container) must not serve this one
+    import hashlib
+
+    shim = env.cache_dir() / "cuda-library-headers" / hashlib.sha256(str(sources[0]).encode()).hexdigest()[:16]
     shim.mkdir(parents=True, exist_ok=True)
     for entry in sources[0].iterdir():
         link = shim / entry.name

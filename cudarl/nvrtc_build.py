@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudarl import env
+from cudarl.build_rules import refused_includes, refused_nvrtc_options
 from cudarl.files import file_lock, write_bytes_atomic
 
 DEFAULT_OPTIONS = ("--std=c++17", "--ptxas-options=-v")
@@ -115,7 +116,12 @@ def _check(status: int, what: str) -> None:
 
 
 def compile_cubin(source: str, name: str, arch: str, options: list[str]) -> tuple[bytes, str]:
-    """Compile ``source`` for ``sm_<arch>``; (cubin, log). Raises NvrtcCompileError with the log."""
+    """Compile ``source`` for ``sm_<arch>``; (cubin, log). Raises NvrtcCompileError with the log
+    (or with the reasons, for options or includes ``build_rules`` refuses: checked here, where they
+    reach NVRTC, whatever built them)."""
+    refused = refused_nvrtc_options(options) + refused_includes(source)
+    if refused:
+        raise NvrtcCompileError(name, "; ".join(refused))
     lib = library()
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     program = ctypes.c_void_p()

@@ -187,7 +187,7 @@ class Tester:
                                                 self.cache.build_root(key), key)
                     elif mode == "kernel":
                         outcome = compile_kernels(builds, self.arch, config, self.toolchain,
-                                                  self.cache.entry(key) / "kernel", key)
+                                                  self.cache.entry(key) / "kernel", key, self.config.sandbox)
                     else:
                         self.cache.build_root(key).mkdir(parents=True, exist_ok=True)
                         if mode == "extension":

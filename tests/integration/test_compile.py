@@ -182,3 +182,43 @@ def test_environment_set_by_the_candidate_never_reaches_its_build(cache_root):
     built = Tester(settings, cache_root=cache_root).build(Task(id="add", source=TASK),
                                                           Candidate(task_id="add", id="env", source=source))
     assert "PYTORCH_NVCC" in source and built.ready, built.verdict.reasons
+
+
+def test_build_options_that_write_outside_are_refused_by_name_even_when_assembled_at_run_time(cache_root, tasks):
+    """The escape corpus's compiler-option cases (``tests/exploits/vector_add/c13_build_flags_*``):
+    literal options stop at the guard; options assembled at run time stop in the compile child's
+    loading hook, before nvcc runs. Both with the static rules off: the allowlist is not one of them."""
+    from pathlib import Path
+
+    from tests.fixtures.exploits import load_exploits
+
+    tester = Tester(make_tester_config(compile={"mode": "extension", "precompiled_header": False},
+                                       hardening={"static_rules": False}), cache_root=cache_root)
+    cases = [e for e in load_exploits() if e.name.startswith("c13_build_flags")]
+    assert len(cases) == 2
+    for exploit in cases:
+        Path(exploit.must_not_create).unlink(missing_ok=True)
+        verdict = tester.evaluate(tasks["vector_add"], exploit.candidate())
+        assert verdict.outcome == Outcome.REJECTED, (exploit.id, verdict.outcome, verdict.reasons)
+        assert any(exploit.reason_unguarded in reason for reason in verdict.reasons), (exploit.id, verdict.reasons)
+        assert not Path(exploit.must_not_create).exists(), exploit.id
+
+
+def test_kernel_mode_nvcc_runs_in_a_child_under_the_build_limits(tmp_path, tasks):
+    """Kernel mode (the default without a GPU) runs nvcc in a compile child (``nvcc_child``), not in
+    the tester's process: under a memory limit no real build fits in, and under a time limit no
+    build finishes in, the verdicts name the limit, and no compiler is left behind. (A cache of its
+    own: a build killed by the memory limit is cached like any failed build, and the cache key does
+    not hold the limits.)"""
+    import psutil
+
+    source = (SOLUTIONS / "vector_add.py").read_text()
+    for sandbox, compile_settings, words in (({"memory_limit_mb": 64}, {}, "exceeded the 64 MB memory limit"),
+                                             ({}, {"timeout_s": 0.3}, "timed out after")):
+        tester = Tester(make_tester_config(compile={"mode": "kernel", **compile_settings}, sandbox=sandbox),
+                        cache_root=tmp_path / str(len(words)))
+        built = tester.build(tasks["vector_add"], Candidate(task_id="vector_add", id="limited", source=source))
+        assert not built.ready and words in built.verdict.compile.errors, built.verdict.compile.errors
+    assert built.verdict.outcome == Outcome.COMPILE_TIMEOUT and not tester.cache.lookup(built.verdict.compile.cache_key)
+    left = [p for p in psutil.Process().children(recursive=True) if p.name() in ("nvcc", "cicc", "ptxas", "cudafe++")]
+    assert not left, left

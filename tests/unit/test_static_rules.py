@@ -40,6 +40,13 @@ def reasons_of(module_code: str, forward: str | None = None) -> list[str]:
     ("prof = torch.profiler.profile", "[private]"),
     ("s = torch.cuda.Stream()", "[stream]"),
     ("class Model(nn.Module):\n    pass", "[inherits-reference]"),
+    # torch's host-file readers, library loaders and stores
+    ("secret = torch.from_file('/etc/hostname', size=16)", "[private]"),
+    ("s = torch.UntypedStorage.from_file('/etc/hostname', False, 16)", "[private]"),
+    ("torch.ops.load_library('/tmp/evil.so')", "[private]"),
+    ("from torch.utils.cpp_extension import load", "[private]"),
+    ("import torch.utils.cpp_extension as ce\nce._jit_compile", "[private]"),
+    ("store = torch.distributed.TCPStore('127.0.0.1', 1234)", "[private]"),
 ], ids=lambda v: v if v.startswith("[") else None)
 def test_module_level_tricks_are_refused_with_their_tag(code, tag):
     reasons = reasons_of(code)

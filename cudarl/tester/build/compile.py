@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +25,7 @@ from pathlib import Path
 from cudarl import _compat, nvrtc_build
 from cudarl.config import CompileConfig, SandboxConfig
 from cudarl.files import file_lock, write_text_atomic
-from cudarl.tester.build import compile_child
+from cudarl.tester.build import compile_child, nvcc_child
 from cudarl.tester.build.compiler_output import parse_ptxas, trim_errors
 from cudarl.tester.build.guard import InlineBuild
 from cudarl.tester.build.loading import safe_name
@@ -52,6 +54,11 @@ class CompileOutcome:
 _BUILD_FILE_LIMIT_MB = 512  # object files of big extensions exceed the run-time limit
 
 
+BUILD_OPTION_RULES = "allowlist-1"
+"""Part of every cache key: a build made before the build-option allowlist (``build_options``)
+may hold options it refuses, and must not serve a tester that has it."""
+
+
 class KernelModeUnsupported(Exception):
     """The candidate's sources are not literal, so kernel mode cannot see them."""
 
@@ -68,7 +75,7 @@ class CompileCache:
         """The entry for one build. ``source_rules`` is part of it: a build made with the static
         rules off did not check the sources ``load_inline`` got, so it must not serve a tester
         that has them on (nor the other way round)."""
-        blob = json.dumps([source, mode, arch, flags, toolchain.fingerprint, source_rules])
+        blob = json.dumps([source, mode, arch, flags, toolchain.fingerprint, source_rules, BUILD_OPTION_RULES])
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     def entry(self, key: str) -> Path:
@@ -102,39 +109,52 @@ def cuda_cflags(config: CompileConfig) -> list[str]:
 
 
 def compile_kernels(builds: list[InlineBuild], arch: str, config: CompileConfig, toolchain: Toolchain,
-                    workdir: Path, key: str) -> CompileOutcome:
-    """Kernel mode: each build's CUDA source to a cubin with nvcc and ``ptxas -v``."""
+                    workdir: Path, key: str, sandbox: SandboxConfig) -> CompileOutcome:
+    """Kernel mode: each build's CUDA source to a cubin with nvcc and ``ptxas -v``, in a compile
+    child under the limits of every build (``nvcc_child``)."""
     if not builds or not all(b.resolved and b.cuda_sources for b in builds):
         raise KernelModeUnsupported("load_inline sources are not literal strings; kernel-only compile needs them")
     workdir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    logs: list[str] = []
-    ok, timed_out = True, False
-    deadline = started + config.timeout_s
+    commands = []
     for build in builds:
         name = safe_name(build.name or "ext")
         source = workdir / f"{name}.cu"
         source.write_text("\n".join(build.cuda_sources))
-        command = [str(toolchain.nvcc), "-cubin", f"-arch=sm_{arch}", "-Xptxas=-v", *TORCH_NVCC_FLAGS,
-                   _compat.torch_cxx_standard(), *(f"-I{d}" for d in _compat.cuda_library_include_dirs()),
-                   f"-DTORCH_EXTENSION_NAME={name}", *torch_include_flags(), *cuda_cflags(config),
-                   *build.extra_cuda_cflags, "-o", str(workdir / f"{name}.cubin"), str(source)]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, cwd=workdir,
-                                    timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            ok, timed_out = False, True
-            logs.append(f"compile of {name} timed out after {config.timeout_s:.0f} s")
-            break
-        logs.append(result.stdout + result.stderr)
-        if result.returncode != 0:
-            ok = False
-            break
-    log = "\n".join(logs)
+        commands.append([str(toolchain.nvcc), "-cubin", f"-arch=sm_{arch}", "-Xptxas=-v", *TORCH_NVCC_FLAGS,
+                         _compat.torch_cxx_standard(), *(f"-I{d}" for d in _compat.cuda_library_include_dirs()),
+                         f"-DTORCH_EXTENSION_NAME={name}", *torch_include_flags(), *cuda_cflags(config),
+                         *build.extra_cuda_cflags, "-o", str(workdir / f"{name}.cubin"), str(source)])
+    limits = compile_limits(config, sandbox)
+    scratch = Path(tempfile.mkdtemp(prefix="nvcc-", dir=workdir.parent))  # the compiler's temporary files
+    job = {"workdir": str(workdir), "scratch": str(scratch), "commands": commands,
+           "restrict_writes": sandbox.restrict_writes}
+    try:
+        if limits.backend == "docker":
+            from cudarl.tester.sandbox.docker_backend import run_in_container
+
+            headers = tuple(Path(d) for d in _compat.cuda_library_include_dirs())  # links into torch's wheels
+            child = run_in_container(nvcc_child.__name__, job, limits, workdir, None, writable=(workdir, scratch),
+                                     readable=headers)
+        else:
+            child = run_child(nvcc_child.__name__, job, limits, cwd=workdir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = child.last("result")
+    log = "\n".join(result.get("logs", [])) if result else ""
+    ok = bool(result and result.get("outcome") == "compiled")
+    if child.timed_out:
+        errors = f"compile timed out after {config.timeout_s:.0f} s and was killed"
+    elif child.memory_exceeded:
+        errors = f"compile exceeded the {sandbox.memory_limit_mb} MB memory limit and was killed"
+    elif child.processes_exceeded:
+        errors = f"the compiler started more than {sandbox.max_processes} processes; killed"
+    elif result is None:
+        errors = f"the compile process died ({child.signal_name or f'exit code {child.exit_code}'})"
+    else:
+        errors = "" if ok else trim_errors(log, config.error_lines)
     report = CompileReport(mode="kernel", arch=f"sm_{arch}", cache_key=key, cached=False,
-                           seconds=time.monotonic() - started, kernels=parse_ptxas(log),
-                           errors="" if ok else trim_errors(log, config.error_lines))
-    return CompileOutcome(report=report, ok=ok, timed_out=timed_out)
+                           seconds=child.wall_s, kernels=parse_ptxas(log), errors=errors)
+    return CompileOutcome(report=report, ok=ok, timed_out=child.timed_out)
 
 
 def compile_limits(config: CompileConfig, sandbox: SandboxConfig) -> ChildLimits:

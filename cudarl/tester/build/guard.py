@@ -13,9 +13,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from cudarl.build_rules import refused_includes, refused_nvrtc_options
 from cudarl.tester.build import static_rules
+from cudarl.tester.build.build_options import refused_build_options
 
 _LOADERS = {"load_inline"}
+_OPTIONS = ("extra_cuda_cflags", "extra_cflags", "extra_ldflags", "extra_include_paths")
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,19 @@ def _extract_build(call: ast.Call, names: dict[str, object]) -> InlineBuild:
     return build
 
 
+def _refused_options(call: ast.Call, names: dict[str, object]) -> list[str]:
+    """The build options of one ``load_inline`` call the allowlist refuses, where the guard can
+    read them (the loading hook checks the values the call gets at run time too)."""
+    given = {kw.arg: kw.value for kw in call.keywords if kw.arg in _OPTIONS}
+    values = {}
+    for key, node in given.items():
+        try:
+            values[key] = _evaluate(node, names)
+        except _Unresolved:
+            continue
+    return refused_build_options(values)
+
+
 def inspect_source(source: str, static_rules_enabled: bool = True) -> GuardResult:
     """Parse and screen a candidate; never executes it. ``static_rules_enabled=False`` keeps only
     the basic checks (used to show what the runtime defenses catch on their own)."""
@@ -148,11 +164,10 @@ def inspect_source(source: str, static_rules_enabled: bool = True) -> GuardResul
         reasons.append("no ModelNew: the candidate must define `class ModelNew(nn.Module)` at module level")
 
     names = _module_constants(tree)
-    builds = [
-        _extract_build(node, names)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and _call_name(node) in _LOADERS
-    ]
+    loader_calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _call_name(node) in _LOADERS]
+    builds = [_extract_build(node, names) for node in loader_calls]
+    # always, static rules or not: the options and includes reach the compiler, which reads and writes files
+    reasons += [reason for call in loader_calls for reason in _refused_options(call, names)]
     nvrtc_kernels = _nvrtc_calls(tree)
     string_constants = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     has_kernel_text = any("__global__" in s for s in string_constants)
@@ -162,12 +177,14 @@ def inspect_source(source: str, static_rules_enabled: bool = True) -> GuardResul
     elif not has_kernel_text and all(b.resolved for b in builds):
         reasons.append("no CUDA kernel: the candidate's sources define no __global__ function")
     native = "\n".join(s for s in string_constants if "__global__" in s or "torch::" in s or "#include" in s)
+    reasons += refused_includes(native)
     kernels = sorted(static_rules.kernel_names(native))
     if static_rules_enabled:
         violations = static_rules.check_python(tree) + static_rules.check_native_source(native)
         reasons += [str(v) for v in violations]
     form = "nvrtc" if nvrtc_kernels and not builds else "inline"
     nvrtc_builds = [_extract_nvrtc(call, names) for call in nvrtc_kernels]
+    reasons += [reason for build in nvrtc_builds for reason in refused_nvrtc_options(build.options)]
     if reasons:
         return GuardResult(False, "rejected", reasons, builds, kernels, form, nvrtc_builds)
     return GuardResult(True, builds=builds, kernel_names=kernels, format=form, nvrtc_builds=nvrtc_builds)

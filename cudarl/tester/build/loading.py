@@ -62,11 +62,16 @@ def refused_sources(arguments: dict, check_native_source) -> list[str]:
     against the C++ and CUDA sources exactly as ``load_inline`` got them: the guard sees only
     string constants, and a source assembled at run time (``"sys" + "tem("``) reaches the
     compiler unseen otherwise."""
+    return [f"{v} (in the sources given to load_inline)" for v in check_native_source(source_text(arguments))]
+
+
+def source_text(arguments: dict) -> str:
+    """The C++ and CUDA sources among ``load_inline``'s arguments, as one text."""
     texts = []
     for key in ("cpp_sources", "cuda_sources"):
         value = arguments.get(key) or []
         texts += [value] if isinstance(value, str) else [str(part) for part in value]
-    return [f"{v} (in the sources given to load_inline)" for v in check_native_source("\n".join(texts))]
+    return "\n".join(texts)
 
 
 def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str],
@@ -80,6 +85,8 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
     ``refusals`` (kept even if the candidate catches the exception). The compile child and the
     runner must pass the same, or the runner rebuilds."""
     from cudarl import _compat
+    from cudarl.build_rules import refused_includes
+    from cudarl.tester.build.build_options import refused_build_options
     from cudarl.tester.build.static_rules import check_native_source
 
     cpp = _compat.import_cpp_extension()
@@ -104,12 +111,14 @@ def install_load_inline_hook(build_root: Path, arch: str, cuda_cflags: list[str]
         env.restore_environment(harness_environment)  # the candidate's os.environ changes stop here
         bound = signature.bind(*args, **kwargs)
         name = str(bound.arguments.get("name", "ext"))
+        # always, static rules or not: the compiler reads and writes files
+        problems = refused_build_options(bound.arguments) + refused_includes(source_text(bound.arguments))
         if options.get("source_rules"):
-            problems = refused_sources(bound.arguments, check_native_source)
-            if problems:
-                if refusals is not None:
-                    refusals.extend(problems)
-                raise SourceRefused("; ".join(problems))
+            problems += refused_sources(bound.arguments, check_native_source)
+        if problems:
+            if refusals is not None:
+                refusals.extend(problems)
+            raise SourceRefused("; ".join(problems))
         built.append(name)
         if stub:
             return StubExtension(name)

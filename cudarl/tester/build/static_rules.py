@@ -12,7 +12,9 @@ torch's private and introspection modules; ``ModelNew`` derived from the referen
 results kept across calls (input-derived data stored on ``self``, in globals or in module-level
 containers inside ``forward``; compiled code, kernel handles and scratch buffers may be kept); side
 streams from Python; persisting-L2 policies, threads, processes, files, sockets, environment
-reads, dynamic loading and private streams in the CUDA/C++ source.
+reads, dynamic loading and private streams in the CUDA/C++ source; torch's host-file readers,
+library loaders and stores (``from_file``, ``torch.ops.load_library``, ``cpp_extension.load``,
+``torch.distributed`` stores).
 
 Not covered: obfuscation that builds forbidden names at run time without the blocked builtins
 (the runtime defenses still apply), tricks confined to device code, and ``self.x.add(...)`` of
@@ -55,6 +57,13 @@ ALLOWED_DUNDERS = frozenset({"__init__"})
 PRIVATE_TORCH = ("_C", "_dynamo", "_inductor", "_ops", "_utils", "profiler", "library", "hub",
                  "multiprocessing", "jit", "compile", "load", "save", "_refs", "_prims", "fx", "testing")
 PRIVATE_TORCH_PATHS = ("torch.autograd.profiler", "torch.autograd.graph", "torch.autograd.forward_ad")
+# torch's ways to read a host file, load a native library, build from files or open a store: refused
+# by any path that reaches them (``torch.UntypedStorage.from_file``, ``cpp_extension.load``, not
+# ``load_inline``), as attributes or as names imported from their modules.
+FILE_AND_LIBRARY_NAMES = frozenset({"from_file", "load_library", "distributed", "TCPStore", "FileStore",
+                                    "HashStore", "_jit_compile", "_write_ninja_file", "_run_ninja_build",
+                                    "_import_module_from_library"})
+FILE_AND_LIBRARY_PATHS = frozenset({"torch.utils.cpp_extension.load"})
 # Flags that change only the candidate's own process (the reference runs elsewhere).
 PATCHABLE_PREFIXES = ("torch.backends.",)
 _CUDA_RULES: tuple[tuple[str, str], ...] = (
@@ -83,6 +92,12 @@ class Violation:
     def __str__(self) -> str:
         where = f" (line {self.line})" if self.line else ""
         return f"[{self.tag}] {self.message}{where}"
+
+
+def _reads_files_or_loads(path: str) -> bool:
+    parts = path.split(".")
+    return bool(FILE_AND_LIBRARY_NAMES.intersection(parts)) or any(
+        path == prefix or path.startswith(prefix + ".") for prefix in FILE_AND_LIBRARY_PATHS)
 
 
 def dotted_name(node: ast.AST) -> str:
@@ -134,6 +149,9 @@ class _Checker(ast.NodeVisitor):
             full = f"{module}.{alias.name}"
             if alias.name == "*" or alias.name.startswith("_"):
                 self.add("import", f"`from {module} import {alias.name}` is not allowed", node)
+            elif _reads_files_or_loads(full):
+                self.add("private", f"`{full}` is not allowed (it reads host files, loads libraries or opens "
+                         "stores)", node)
             self.imported[alias.asname or alias.name] = full
         self.generic_visit(node)
 
@@ -170,6 +188,9 @@ class _Checker(ast.NodeVisitor):
             if (len(parts) > 1 and (parts[1] in PRIVATE_TORCH or parts[1].startswith("_"))) \
                     or path.startswith(PRIVATE_TORCH_PATHS):
                 self.add("private", f"`{path}` is not allowed (torch internals, introspection or I/O)", node)
+            elif _reads_files_or_loads(path):
+                self.add("private", f"`{path}` is not allowed (it reads host files, loads libraries or opens "
+                         "stores)", node)
             if path in ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
                         "torch.cuda.set_stream"):
                 self.add("stream", f"`{path}`: work must run on the current stream", node)
