@@ -1,11 +1,14 @@
 """``cudarl serve``: the agents behind HTTP (``cudarl.serve.app``) on an embedded local Ray or a
 cluster (``--address``), until Ctrl-C. Settings: the config file's ``[serve]`` table (versions,
-A/B weights, rollback, engine, limits), any setting overridden with ``--set table.name=value``."""
+A/B weights, rollback, engine, limits), any setting overridden with ``--set table.name=value``.
+SIGTERM (a supervisor's stop: systemd, Kubernetes, a shell's ``kill``) stops it as Ctrl-C does: Serve
+shut down, exit code 0."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -39,6 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
     wanted = config.serve.agent_replicas + max(config.pool.max_compile_workers, config.pool.min_compile_workers, 1) + 3
     connect_ray(args.address, num_cpus=None if args.address else max(os.cpu_count() or 1, wanted),
                 namespace=config.pool.namespace)
+    # after ray.init, whose own SIGTERM handler exits at once and leaves Serve's actors up
+    signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     serve.start(http_options={"host": args.host, "port": config.serve.port})
     serve.run(app_from_config(config), name="cudarl", route_prefix="/")
     where = f"http://{args.host}:{config.serve.port}"
@@ -48,7 +53,12 @@ def _serve(args: argparse.Namespace) -> int:
             time.sleep(3600)
     except KeyboardInterrupt:
         serve.shutdown()
+    print("cudarl serve: stopped", flush=True)
     return 0
+
+
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def add_parser(commands) -> None:

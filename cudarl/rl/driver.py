@@ -51,8 +51,8 @@ from cudarl.tester.verdict import Outcome
 
 ROLES = ("generator", "optimizer")
 PROBE_RESPONSE_TOKENS = 32
-MAY_CHANGE_ON_RESUME = ("steps", "step_retries", "tensorboard", "wandb_project")
-"""Settings a resumed run may change: none of them changes what the run computes."""
+MAY_CHANGE_ON_RESUME = ("steps", "step_retries", "tensorboard", "wandb_project", "weight_sync")
+"""Settings a resumed run may change: none changes what it computes (each channel moves the same bits)."""
 
 
 @dataclass
@@ -360,7 +360,7 @@ def _keep_log_lines(log: Path, before: int) -> None:
 
 def _check_same_run(path: Path, config: CudarlConfig, resume: bool) -> None:
     """Write the run's settings; on resume, refuse settings that differ from the run's own in
-    anything but the number of steps (a resumed run must be the same run)."""
+    anything but ``MAY_CHANGE_ON_RESUME`` (a resumed run must be the same run)."""
     settings = json.loads(config.model_dump_json())
     if resume and path.is_file():
         before = json.loads(path.read_text())

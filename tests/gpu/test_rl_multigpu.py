@@ -95,16 +95,37 @@ def loss_samples(tokenizer, prompt: list[int]):
     return samples
 
 
-def loss_curve(model: str, samples, ranks: int, gpus_per_rank: float = 1.0, dtype: str = "bfloat16") -> list[float]:
-    """Two updates over ``samples`` by ``ranks`` update workers (a GPU each by default); their losses."""
-    from cudarl.rl.group import UpdateGroup
+def _loss_spec(model: str, dtype: str):
+    """The updater both loss curves use: both roles' adapters, two samples per micro-batch."""
     from cudarl.rl.update import UpdaterSpec
     from cudarl.rollout.engine import LoraSettings
 
-    spec = UpdaterSpec(model=model, adapters=("generator", "optimizer"), lora=LoraSettings(rank=8, alpha=16),
+    return UpdaterSpec(model=model, adapters=("generator", "optimizer"), lora=LoraSettings(rank=8, alpha=16),
                        learning_rate=1e-3, micro_batch=2, pad_id=0, dtype=dtype, seed=0)
-    group = UpdateGroup(spec, ranks=ranks, gpus_per_rank=gpus_per_rank)
+
+
+def loss_curve(model: str, samples, ranks: int, gpus_per_rank: float = 1.0, dtype: str = "bfloat16") -> list[float]:
+    """Two updates over ``samples`` by ``ranks`` update workers (a GPU each by default); their losses."""
+    from cudarl.rl.group import UpdateGroup
+
+    group = UpdateGroup(_loss_spec(model, dtype), ranks=ranks, gpus_per_rank=gpus_per_rank)
     try:
         return [group.update(step, samples).metrics["loss"] for step in range(2)]
     finally:
         group.stop()
+
+
+def one_worker_loss_curve(model: str, samples, dtype: str = "float32") -> list[float]:
+    """The same two updates as one update worker alone in its group runs them, in this process on
+    the CPU: the same step plan (``plan_step``) and ``PolicyUpdater.step`` (a worker alone is not
+    sharded and has nothing to all-reduce), without paying a Ray Train start for it."""
+    from cudarl.rl.group import plan_step
+    from cudarl.rl.update import PolicyUpdater
+
+    spec = _loss_spec(model, dtype)
+    updater = PolicyUpdater(spec, device="cpu")
+    losses = []
+    for _ in range(2):
+        (shard,), plan = plan_step(samples, 1, spec.micro_batch, by_adapter=True)
+        losses.append(updater.step(shard, plan)["loss"])
+    return losses

@@ -2,15 +2,18 @@
 tiny random Qwen2 in a real rollout engine, the real update workers on a local Ray, verified
 weight syncs, and (first test) the real tester judging every rendered choice in compile-only
 mode, where every verdict is ``compiled`` and every reward 0: the test checks the records and
-the versions, not learning. The second test gives the loop scripted verdicts (each choice passed
-at a fixed speedup, the grids' wrong choices incorrect) and checks that it learns: what a GPU's
-verdicts should produce, without a GPU."""
+the versions, not learning; it first judges every choice of every task once (the compile-only
+evaluation of the whole grid: each loaded in the sandbox, its Python side imported and its
+kernels loaded), so that every pick the loop makes is a verdict the judge already holds. The
+second test gives the loop scripted verdicts (each choice passed at a fixed speedup, the grids'
+wrong choices incorrect) and checks that it learns: what a GPU's verdicts should produce, without
+a GPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from cudarl.rl.kernel_choices import TASKS, choices
+from cudarl.rl.kernel_choices import TASKS, choices, render_all
 from cudarl.rl.kernel_learning import KernelLearningSettings, make_policy, train_kernel_choices
 from cudarl.rl.local_judge import LocalJudge
 from cudarl.tasks.builtin import load_suite
@@ -35,8 +38,14 @@ def test_two_steps_with_the_real_tester_in_compile_only_mode(tmp_path, cache_roo
     tester = Tester(cache_root=cache_root)
     if tester.has_gpu:
         pytest.skip("a compile-only check; with a GPU, benchmarks/kernel_learning.py runs the real thing")
-    make_policy(str(tmp_path / "policy"), VOCAB)
     judge = LocalJudge(tester, build_workers=4, judge_workers=2)
+    candidates = render_all()
+    verdicts = judge([(tasks[c.task_id], c) for c in candidates])
+    for candidate, verdict in zip(candidates, verdicts):
+        assert verdict.outcome == Outcome.COMPILED, (candidate.id, verdict.outcome, verdict.reasons)
+        assert any("no CUDA GPU" in s for s in verdict.skipped), verdict.skipped
+    assert judge.judged == len(candidates)
+    make_policy(str(tmp_path / "policy"), VOCAB)
     calls: list[int] = []
 
     def counting_judge(pairs):
@@ -57,7 +66,7 @@ def test_two_steps_with_the_real_tester_in_compile_only_mode(tmp_path, cache_roo
         assert entry.compile_rate == 1.0 and entry.pass_rate == 0.0 and entry.mean_reward == 0.0
         assert entry.mean_speedup is None and entry.geomean_speedup is None
         assert entry.metrics["samples"] == len(TASKS) * 2
-    assert judge.judged <= 2 * len(TASKS) * 2  # repeated picks were judged once
+    assert judge.judged == len(candidates)  # every pick is one of the grid's choices: a verdict already held
 
 
 # Speedups as a GPU might measure them (None: the grid's wrong choices, judged incorrect).

@@ -3,14 +3,17 @@ with an honest nvrtc kernel, saved with its tokenizer and loaded by path, the re
 a real tester pool on a local Ray (compile-only verdicts: no GPU), rewards, GRPO advantages,
 Ray Train update workers, the engine in a policy actor fed weights over a gloo weight channel (and,
 in the resumed run, by object reference), verified
-syncs, overlapped rollouts (step n+1 during step n's update), a rollout whose judge timed out tried
-again, a policy actor killed mid-step replaced on its last weights, the step log (JSONL, TensorBoard, Prometheus) and
-checkpoints; then a run stopped after two steps and resumed (with a half-written checkpoint left
-behind, as a kill leaves it) ends in exactly the state of the uninterrupted run."""
+syncs, overlapped rollouts (step n+1 during step n's update), a policy actor killed as a step
+begins replaced on its last weights, a rollout whose judge timed out tried again, the step log
+(JSONL, TensorBoard, Prometheus) and checkpoints. Then the run's folder, left as a kill during its
+last checkpoint leaves it (the log through that step, the checkpoint half-written), is resumed:
+from the checkpoint before, it runs the two faulted steps again without faults and ends in
+exactly the state of the whole run, whose retries therefore changed nothing."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -48,11 +51,10 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_fol
                   "lora_rank": 4, "lora_alpha": 8, "learning_rate": 1e-3, "checkpoint_every": 2,
                   "overlap": True, "tensorboard": True},
         "curriculum": {"tiers": ["easy"]}})
-    stopped = tmp_path / "stopped"
     phases: list[tuple[int, str]] = []
     fail_next = {"judge": False}
 
-    def judge(pairs):  # step 2's first judge call times out for real (no wait at all), once
+    def judge(pairs):  # step 3's first judge call times out for real (no wait at all), once
         if fail_next["judge"]:
             fail_next["judge"] = False
             return pool.judge(pairs, timeout_s=0)
@@ -61,16 +63,16 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_fol
     def on_phase(step: int, phase: str) -> None:
         phases.append((step, phase))
         first = phases.count((step, phase)) == 1
-        if (step, phase) == (1, "rollout (overlapping the last update)") and first:
+        if (step, phase) == (3, "rollout (overlapping the last update)") and first:
             fail_next["judge"] = True
-        if (step, phase) == (2, "rollout") and first:  # the policy actor dies as step 3 begins
+        if (step, phase) == (2, "rollout") and first:  # the policy actor dies as step 2 begins
             (name,) = [n for n in ray.util.list_named_actors() if n.startswith("cudarl-policy-")]
             ray.kill(ray.get_actor(name), no_restart=True)
 
     port, run = shared_ray.metrics_port, tmp_path / "rl-driver-run"  # its own run label on the shared Ray
     pool = start_pool(config)
     # the whole run's weights go over a gloo weight channel (a new one after the policy's
-    # restart); the stopped and resumed runs' through the object store: the same results
+    # restart); the resumed run's through the object store: the same results
     records = run_training(config.with_changes({"train.weight_sync": "collective"}), run, [TASK],
                            judge, on_phase=on_phase)
     deadline = time.monotonic() + 60  # Ray's metrics agent exports every few seconds
@@ -80,8 +82,10 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_fol
                 for name in ("step", "weights_version", "version_lag", "reward")}
     exported["rate"] = _scrape(port, "ray_cudarl_train_rate", run=run.name, kind="compile", tier="easy")
     exported["seconds"] = _scrape(port, "ray_cudarl_train_step_seconds", run=run.name, phase="judge")
-    run_training(config.with_changes({"train.steps": 2}), stopped, [TASK], pool.judge)
-    (stopped / "checkpoints" / "step-4.partial" / "trainer").mkdir(parents=True)  # a kill mid-checkpoint
+    stopped = tmp_path / "stopped"  # the run as a kill while writing its step-4 checkpoint leaves it
+    shutil.copytree(run, stopped)
+    (stopped / "checkpoints" / "step-4").rename(stopped / "checkpoints" / "step-4.partial")
+    (stopped / "checkpoints" / "step-4.partial" / "state.json").unlink()  # written last: the part missing
     resumed = run_training(config, stopped, [TASK], pool.judge, resume=True)
     lines = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2, 3] and [r.weights_version for r in records] == [1, 2, 3, 4]
@@ -97,11 +101,11 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_fol
     # checkpoint's step (2, 4) never overlaps the next rollout, so step 2 is on-policy again
     assert [(line["overlapped"], line["stats"]["version_lag"]) for line in lines] == [
         (False, 0), (True, 1), (False, 0), (True, 1)]
-    # step 2's first try met the timeout; step 3's the dead policy (a new one took the step-2
-    # weights, checked on their probe, and the retry matched the run resumed without a kill)
-    assert [line["retries"] for line in lines] == [0, 1, 1, 0]
+    # step 2's first try met the dead policy (a new one took the step-2 weights, checked on their
+    # probe), step 3's the timeout; both retries matched the run resumed without faults (below)
+    assert [line["retries"] for line in lines] == [0, 0, 1, 1]
     assert phases.count((2, "rollout")) == 2
-    assert phases.count((1, "rollout (overlapping the last update)")) == 2
+    assert phases.count((3, "rollout (overlapping the last update)")) == 2
     state = json.loads((run / "checkpoints" / "step-4" / "state.json").read_text())
     assert (state["step"], state["weights_version"]) == (4, 4)
     assert exported["step"] == 4 and exported["weights_version"] == 4 and exported["version_lag"] == 1
@@ -112,14 +116,16 @@ def test_the_full_loop_with_a_real_pool_and_an_exact_resume(tmp_path, policy_fol
     events.Reload()
     assert [e.step for e in events.Scalars("reward/mean")] == [1, 2, 3, 4]
 
-    # the resumed run ran steps 2 and 3 alone, from the step-2 checkpoint, and ends where the whole run did
+    # the resumed run ran steps 2 and 3 again, from the step-2 checkpoint, without the faults, and
+    # ends where the whole run did; the log's lines of those steps were replaced, not added
     assert [(r.step, r.weights_version) for r in resumed] == [(2, 3), (3, 4)]
     resumed_lines = [json.loads(line) for line in (stopped / "steps.jsonl").read_text().splitlines()]
     assert [line["step"] for line in resumed_lines] == [0, 1, 2, 3]
-    for whole, again in zip(lines, resumed_lines):
+    assert resumed_lines[:2] == lines[:2]
+    for whole, again in zip(lines[2:], resumed_lines[2:]):
         assert (whole["stats"], whole["update"], whole["overlapped"]) == (
             again["stats"], again["update"], again["overlapped"])
-        assert (whole["sync_via"], again["sync_via"]) == ("gloo", "object_store")
+        assert (whole["sync_via"], again["sync_via"], again["retries"]) == ("gloo", "object_store", 0)
     for role in ("generator", "optimizer"):
         settings, expected = read_adapter_folder(run / "checkpoints" / "step-4" / role)
         _, got = read_adapter_folder(stopped / "checkpoints" / "step-4" / role)

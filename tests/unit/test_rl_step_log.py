@@ -1,6 +1,6 @@
 """Each RL step's record into the step log (``cudarl.rl.step_log``): the flat scalars by hand, the
-JSONL line, TensorBoard events read back with TensorBoard's own reader; and the update workers'
-resource check (``check_fits``) with its numbers."""
+JSONL line, TensorBoard events read back with TensorBoard's own reader; the update workers'
+resource check (``check_fits``) with its numbers; and which settings a resumed run may change."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from cudarl.config import CudarlConfig
+from cudarl.rl.driver import _check_same_run
 from cudarl.rl.group import UpdateWorkersError, check_fits
 from cudarl.rl.step_log import StepLog, StepRecord, step_scalars
 
@@ -51,3 +53,16 @@ def test_update_workers_the_cluster_cannot_hold_are_refused_with_the_numbers():
         check_fits(4, {"CPU": 0.5, "GPU": 0.25}, {"CPU": 8.0, "GPU": 0.5})
     with pytest.raises(UpdateWorkersError, match=r"need 3 CPU \(3 x 1\) but the cluster has 0 CPU free"):
         check_fits(3, {"CPU": 1.0}, {})
+
+
+def test_a_resume_may_change_only_the_settings_that_change_nothing_computed(tmp_path):
+    path = tmp_path / "config.json"
+    config = CudarlConfig().with_changes({"train.steps": 2})
+    _check_same_run(path, config, resume=False)
+    more = config.with_changes({"train.steps": 4, "train.weight_sync": "object_store", "train.tensorboard": True})
+    _check_same_run(path, more, resume=True)  # more steps, another channel, TensorBoard on: the same run
+    assert json.loads(path.read_text())["train"]["steps"] == 4  # the settings written are the resumed run's
+    with pytest.raises(ValueError, match=r"other settings \(in train\); resume it with the same ones"):
+        _check_same_run(path, more.with_changes({"train.learning_rate": 0.5}), resume=True)
+    with pytest.raises(ValueError, match=r"other settings \(in algorithm\)"):
+        _check_same_run(path, more.with_changes({"algorithm.gamma": 0.1}), resume=True)
