@@ -21,6 +21,8 @@ import pytest  # noqa: E402
 from cudarl.config import CudarlConfig, TesterConfig  # noqa: E402
 from tests.fixtures.ray_session import SharedRay, free_port  # noqa: E402
 
+pytest_plugins = ["tests.fixtures.leftovers"]  # what the session left running, named and stopped
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "cudarl" / "tasks" / "suite"
 SOLUTIONS = SUITE / "solutions"
