@@ -113,12 +113,16 @@ def test_a_candidate_that_forks_allocates_or_hangs_gets_its_verdict_under_both(e
     assert _containers(engine) == before
 
 
-def test_the_pools_compile_worker_builds_with_the_docker_backend(engine, shared_ray):
+def test_the_pools_compile_worker_builds_with_the_docker_backend(engine, shared_ray, session_pch_dir, tmp_path):
     from cudarl.config import CudarlConfig
     from cudarl.pool import start_pool
 
+    # a cache of its own (a verdict kept from an earlier run would skip the build), and the
+    # session's precompiled header: a header of its own is a minute of building on 2 cores that
+    # this test is not about
+    compile_settings = {"mode": "extension", "cache_dir": str(tmp_path / "cache"), "pch_dir": str(session_pch_dir)}
     config = CudarlConfig.model_validate({
-        "tester": {"sandbox": {"backend": "docker"}, "compile": {"mode": "extension"}},
+        "tester": {"sandbox": {"backend": "docker"}, "compile": compile_settings},
         "pool": {"name": "docker-pool", "min_compile_workers": 1, "max_compile_workers": 1, "min_bench_workers": 0,
                  "max_bench_workers": 0}})
     pool = start_pool(config)
@@ -127,4 +131,5 @@ def test_the_pools_compile_worker_builds_with_the_docker_backend(engine, shared_
     pool.shutdown()
     assert verdicts[0].outcome == Outcome.COMPILE_ERROR, verdicts[0].reasons
     assert 'identifier "undeclared_name" is undefined' in verdicts[0].reasons[0]
+    assert not verdicts[0].compile.cached  # built here, in a container
     assert _containers(engine) == before
