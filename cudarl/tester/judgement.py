@@ -35,12 +35,14 @@ NO_GPU = "no CUDA GPU on this machine"
 
 def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, atol: float, rtol: float,
               hidden: dict, kernel_names: list[str], cpu_correctness: bool = False,
-              inline_fast: dict | None = None, gpu_lock: str | None = None, reference_only: bool = False) -> JudgeJob:
+              inline_fast: dict | None = None, gpu_lock: str | None = None, reference_only: bool = False,
+              load_only: bool = False) -> JudgeJob:
     """The judge's job: paths, a fresh secret seed, tolerances and every setting it needs.
     ``cpu_correctness`` runs the correctness trials without a GPU (pure-PyTorch candidates, tests);
     ``inline_fast`` must be what the compile stage used (``Tester.inline_fast``); ``gpu_lock`` is the
     file behind the judge's turns on its GPU (``timing.gpu_turns``); ``reference_only`` asks the
-    judge to time the task's reference and nothing else."""
+    judge to time the task's reference and nothing else; ``load_only`` (a tester without a GPU) asks
+    it only to have the candidate loaded, without torch in the judge (``JudgeJob.load_only``)."""
     sandbox, hardening = config.sandbox, config.hardening
     return JudgeJob(
         task_path=str(workdir / "reference.py"), candidate_path=str(workdir / "candidate.py"),
@@ -56,6 +58,7 @@ def judge_job(config: TesterConfig, workdir: Path, build_root: Path, arch: str, 
         drop_capabilities=hardening.drop_capabilities, isolate_pids=sandbox.isolate_pids,
         restrict_writes=sandbox.restrict_writes,
         inline_fast=inline_fast, gpu_lock=gpu_lock, reference_only=reference_only,
+        load_only=load_only and not cpu_correctness and not reference_only,
     )
 
 

@@ -204,3 +204,35 @@ def test_a_file_over_the_limit_is_a_resource_limit_verdict(tmp_path):
     result = evaluate(tmp_path, BIG_FILE)
     assert result["outcome"] == "resource_limit", result["reasons"]
     assert "File too large" in result["reasons"][0]
+
+
+def load_only(tmp_path: Path, reference: str, candidate: str = GOOD) -> dict:
+    """A load-only job (a tester without a GPU): the judge never imports torch; the runner builds
+    the reference in a request of its own before it imports the candidate."""
+    tmp_path.mkdir()
+    (tmp_path / "reference.py").write_text(reference)
+    (tmp_path / "candidate.py").write_text(candidate)
+    job = judge_job(settings.TesterConfig(), tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, {}, [], load_only=True)
+    assert job.load_only
+    child = run_child(judge.__name__, job.to_wire(), ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
+                      key=secrets.token_bytes(32))
+    result = child.last("result")
+    assert result is not None, child.stderr
+    return result
+
+
+@pytest.mark.slow  # default-suite budget (tests/README.md): three judges of its own
+def test_load_only_judging_blames_the_task_not_the_candidate_for_a_broken_reference(tmp_path):
+    loaded = load_only(tmp_path / "good", TASK)
+    assert loaded["outcome"] == "loaded", loaded["reasons"]
+    assert any("adopted and killed by the judge" in note for note in loaded["hardening"]["notes"])
+    failing_init = "class Model(nn.Module):\n    def __init__(self):\n        raise ValueError('bad task')\n"
+    raises = load_only(tmp_path / "raises", TASK.replace("class Model(nn.Module):", failing_init))
+    assert raises["outcome"] == "harness_error", raises["reasons"]
+    assert raises["reasons"][0].startswith("the task's reference failed to load: ")
+    assert "ValueError: bad task" in raises["reasons"][0]
+    exits = load_only(tmp_path / "exits", TASK + "\nimport os\nos._exit(3)\n")
+    assert exits["outcome"] == "harness_error", exits["reasons"]
+    assert "the runner ended while it loaded it" in exits["reasons"][0]
+    broken = load_only(tmp_path / "broken", TASK, candidate="import torch\nraise RuntimeError('broken candidate')\n")
+    assert broken["outcome"] == "load_error" and "broken candidate" in broken["reasons"][0], broken["reasons"]

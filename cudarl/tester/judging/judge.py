@@ -15,6 +15,9 @@ on the candidate's own kernels (profiled trial, ``knockout``), and the timing ch
 two timed outputs, side-stream lateness, event times against the host clock). The job is a
 ``records.JudgeJob``; messages follow the compile child's ``hello``/``stage``/``result`` protocol.
 A warm judge (``--warm``, ``WarmChildren``) has limits, runner, torch and CUDA up when the job comes.
+A load-only job (a tester without a GPU: compile-only verdicts) never imports torch here: the
+runner builds the reference before it imports the candidate (``run_load_only``); the timing steps
+are in ``judge_timing``.
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudarl.tester.judging.inputs import input_fingerprint, make_inputs
+from cudarl.tester.judging.judge_timing import time_candidate, time_reference
 from cudarl.tester.judging.records import (
     JudgeJob,
     LoadRequest,
     PatchedRequest,
     RebuildRequest,
+    ReferenceRequest,
     RunnerRequest,
-    TimeRequest,
     TrialRequest,
 )
 from cudarl.tester.judging.runner_link import CHANNEL_TAG, ForgedReply, RunnerGone, RunnerLink, outputs_from
@@ -55,17 +59,10 @@ class Judge:
     """One judgement's trusted state: the reference, the secret seeds, the report so far."""
 
     def __init__(self, job: JudgeJob) -> None:
-        import torch
-
-        from cudarl import _compat
-        from cudarl.files import import_source
-
-        _compat.exact_fp32_math()  # the reference in full fp32 (no TF32), whatever the candidate does
-        self.torch, self.job = torch, job
+        self.job = job
         secret = random.Random(job.seed)
         self.secret, self.init_seed = secret, secret.getrandbits(62)
-        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-        self.reference = import_source(Path(job.task_path), "cudarl_reference")
+        self.torch = self.device = self.reference = None  # set by load_torch (never, in load-only judging)
         self.report = {"trials_run": 0, "trials_passed": 0, "hidden_trials_run": 0, "hidden_trials_passed": 0,
                        "atol": job.atol, "rtol": job.rtol, "max_abs_error": 0.0, "max_rel_error": 0.0,
                        "first_failure": None}
@@ -73,6 +70,19 @@ class Judge:
         self.link: RunnerLink | None = None
         self.model = None
         self.turns = None  # GpuTurns on this judge's GPU (gpu_turns_for), None when it takes none
+
+    def load_torch(self) -> Judge:
+        """torch, the device and the reference's module (not yet its model: ``load_reference``)."""
+        import torch
+
+        from cudarl import _compat
+        from cudarl.files import import_source
+
+        _compat.exact_fp32_math()  # the reference in full fp32 (no TF32), whatever the candidate does
+        self.torch = torch
+        self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        self.reference = import_source(Path(self.job.task_path), "cudarl_reference")
+        return self
 
     def take_turn(self, exclusive: bool, stage: str) -> None:
         """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
@@ -230,7 +240,9 @@ def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
             link.kill()
         # First, so the runner imports torch (and starts the profiler) while the judge starts.
         link = RunnerLink(job.isolate_pids, warm_profiler=job.own_kernel_check)
-    judge = Judge(job)
+    if job.load_only:
+        run_load_only(Judge(job), link)
+    judge = Judge(job).load_torch()
     judge.link = link
     judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
                                     if link.subreaper else "processes: killed by process group only")
@@ -240,12 +252,7 @@ def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
     judge.take_turn(exclusive=False, stage="load")
     load_reference(judge)
     judge.send_stage("load", model="candidate")
-    reply, _ = judge.ask(LoadRequest(task_path=job.task_path, candidate_path=job.candidate_path,
-                                     build_root=job.build_root, arch=job.arch, cuda_cflags=job.cuda_cflags,
-                                     jobs=job.jobs, init_seed=judge.init_seed,
-                                     gpu_memory_fraction=job.gpu_memory_fraction,
-                                     drop_capabilities=job.drop_capabilities, inline_fast=job.inline_fast,
-                                     restrict_writes=job.restrict_writes), "load")
+    reply, _ = judge.ask(load_request(judge), "load")
     judge.pause_turn()
     judge.hardening["notes"] += reply.get("notes", [])
     if judge.device.type != "cuda" and not job.cpu_correctness:
@@ -271,11 +278,42 @@ def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
     finish("passed", "done", correctness=judge.report, timing=timing_report, hardening=judge.hardening)
 
 
+def load_request(judge: Judge) -> LoadRequest:
+    job = judge.job
+    return LoadRequest(task_path=job.task_path, candidate_path=job.candidate_path, build_root=job.build_root,
+                       arch=job.arch, cuda_cflags=job.cuda_cflags, jobs=job.jobs, init_seed=judge.init_seed,
+                       gpu_memory_fraction=job.gpu_memory_fraction, drop_capabilities=job.drop_capabilities,
+                       inline_fast=job.inline_fast, restrict_writes=job.restrict_writes)
+
+
+def run_load_only(judge: Judge, link: RunnerLink) -> None:
+    """No GPU and no CPU correctness: the verdict is whether the candidate loads. The judge then
+    never imports torch (a second torch import per candidate, about 4 s of CPU on a small
+    machine, was most of the cost of a compile-only verdict). The runner builds the task's
+    reference first, in a request of its own answered before any candidate code has run in it,
+    so that a reference that fails (or kills the runner) is still the harness's error."""
+    judge.link = link
+    judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
+                                    if link.subreaper else "processes: killed by process group only")
+    judge.send_stage("load", model="reference")
+    try:
+        reply, _ = link.ask(ReferenceRequest(task_path=judge.job.task_path, init_seed=judge.init_seed), "load")
+        problem = reply.get("reference_error")
+    except (RunnerGone, ForgedReply) as exc:
+        problem = f"the runner ended while it loaded it ({link.death()[1] if isinstance(exc, RunnerGone) else exc})"
+    if problem:
+        finish("harness_error", "load", [f"the task's reference failed to load: {problem}"])
+    judge.send_stage("load", model="candidate")
+    reply, _ = judge.ask(load_request(judge), "load")
+    judge.hardening["notes"] += reply.get("notes", [])
+    finish("loaded", "load", hardening=judge.hardening)
+
+
 def run_reference(job: JudgeJob) -> None:
     """A reference-only job: time the task's reference alone, in an exclusive GPU turn, in a
     process where no candidate code ever runs. The tester shares the result among the judges of
     the task (``cudarl.tester.judging.reference_timing``); the speedup is computed there."""
-    judge = Judge(job)
+    judge = Judge(job).load_torch()
     if judge.device.type != "cuda" or not job.timing["enabled"]:
         finish("harness_error", "timing", ["a reference timing needs a CUDA GPU and timing.enabled"])
     judge.turns = gpu_turns_for(judge, job)
@@ -299,56 +337,6 @@ def set_constants(judge: Judge, constants: dict, stage: str) -> None:
 def raise_if_patched(judge: Judge) -> None:
     reply, _ = judge.ask(PatchedRequest(), "correctness")
     judge.problems_verdict(reply["problems"], "correctness", "after the trials")
-
-
-def time_reference(judge: Judge, job: JudgeJob):
-    """Time the reference (``TimingStats``) on inputs from a secret seed."""
-    from cudarl.tester.judging import timing
-
-    base = judge.secret.getrandbits(40) << 20
-    inputs = timing.TimedInputs(judge.inputs_for, base, job.fresh_timing_inputs)
-    judge.send_stage("timing", model="reference")
-    with judge.torch.no_grad():
-        return timing.time_callable(lambda _k: judge.model(*inputs.current), timing.l2_flush_buffer(judge.device),
-                                    job.timing_config(), prepare=inputs.prepare)
-
-
-def time_candidate(judge: Judge, job: JudgeJob) -> dict:
-    """Time the candidate, re-check two timed outputs and the timer; the candidate's timing report
-    (the tester adds the reference's, from ``reference_only`` jobs, and the speedup). Every failed
-    check ends the judge with its verdict."""
-    from cudarl.tester.judging.timing import timing_rules_broken
-    from cudarl.tester.verdict import TimingStats
-
-    torch = judge.torch
-    base = judge.secret.getrandbits(40) << 20
-    judge.send_stage("timing", model="candidate")
-    started = time.monotonic()
-    request = TimeRequest(base_seed=base, timing=job.timing, pick_seed=judge.secret.getrandbits(62),
-                          fresh_inputs=job.fresh_timing_inputs, reset_l2=job.reset_persisting_l2)
-    reply, blobs = judge.ask(request, "timing", on_header=judge.pause_turn)
-    wall_ms = (time.monotonic() - started) * 1000.0
-    # The timed runs are over: the rechecks below are GPU work like a trial's, in a shared turn
-    # (under "whole" the judge keeps its exclusive one).
-    judge.take_turn(exclusive=False, stage="timing")
-    judge.problems_verdict(reply["problems"], "timing", "timing")
-    cursor = 0
-    for check in reply["checks"]:
-        count = sum(1 for m in check["outputs"] if m.get("kind") == "tensor")
-        expected, _ = judge.expected_for(int(check["seed"]))
-        result = judge.compare(check, blobs[cursor:cursor + count], expected)
-        cursor += count
-        if not result.ok:
-            call = int(check["seed"]) - base
-            judge.fail("incorrect", "timing", [f"[recheck] the output of timed call {max(call, 0)} "
-                                               f"was wrong: {result.reason}"])
-    cand_stats = TimingStats.model_validate(reply["stats"])
-    broken = timing_rules_broken(cand_stats, wall_ms, job.side_stream_share)
-    if broken:
-        judge.fail("rejected", "timing", broken[:1])
-    judge.hardening["notes"].append(f"persisting-L2 reset: {'on' if reply['persisting_l2_reset'] else 'unavailable'}")
-    return {"candidate": cand_stats.model_dump(), "l2_flush_bytes": reply["l2_flush_bytes"],
-            "device": torch.cuda.get_device_name(judge.device)}
 
 
 def apply_own_limits(limits: dict) -> dict:

@@ -89,6 +89,9 @@ class JudgeJob(_Wire):
     """The runner writes only into the candidate's folder and its build folder (Landlock)."""
     cpu_correctness: bool = False
     """Run correctness without a GPU (pure-PyTorch candidates, tests)."""
+    load_only: bool = False
+    """No GPU and no CPU correctness: the verdict is only whether the candidate loads, and the
+    judge never imports torch (``judge.run_load_only``: the runner builds the reference first)."""
     inline_fast: dict[str, Any] | None = None
     """The fast-inline settings the compile used (``Tester.inline_fast``)."""
     gpu_lock: str | None = None
@@ -110,6 +113,16 @@ class JudgeJob(_Wire):
 
 
 _ENVELOPE = ("op", "nonce", "stage", "blobs")  # the frame's fields, not the request's
+
+
+@dataclass(frozen=True)
+class ReferenceRequest(_Wire):
+    """Load-only judging: import the task's reference and build its ``Model`` (then drop it),
+    before any candidate code runs in the runner, so that the answer can still be trusted."""
+
+    op: ClassVar[str] = "reference"
+    task_path: str
+    init_seed: int
 
 
 @dataclass(frozen=True)
@@ -167,8 +180,9 @@ class PatchedRequest(_Wire):
     op: ClassVar[str] = "patched"
 
 
-RunnerRequest = LoadRequest | TrialRequest | RebuildRequest | TimeRequest | PatchedRequest
-REQUESTS: dict[str, type] = {r.op: r for r in (LoadRequest, TrialRequest, RebuildRequest, TimeRequest, PatchedRequest)}
+RunnerRequest = ReferenceRequest | LoadRequest | TrialRequest | RebuildRequest | TimeRequest | PatchedRequest
+REQUESTS: dict[str, type] = {r.op: r for r in (ReferenceRequest, LoadRequest, TrialRequest, RebuildRequest,
+                                               TimeRequest, PatchedRequest)}
 
 
 def request_from_wire(message: dict) -> RunnerRequest:

@@ -6,6 +6,9 @@ CUDA and the profiler before reading any request, while the judge is still start
 sees the task's ``Model``, the trial seeds before they are used, the expected outputs, the
 tester's result pipe or its key. It answers the judge's requests one at a time:
 
+- ``reference`` (load-only judging, before ``load``): import the task's reference and build its
+  ``Model`` once, then drop it; a failure is the reply's ``reference_error`` (no candidate code has
+  run yet, so the judge can trust it and call it the harness's error);
 - ``load``: import the candidate (after CUDA is up, capabilities are dropped and writes are confined
   to its folders), build ``ModelNew``;
 - ``rebuild``: rebuild ``ModelNew`` at the hidden shapes;
@@ -30,6 +33,7 @@ from cudarl.tester.judging.records import (
     LoadRequest,
     PatchedRequest,
     RebuildRequest,
+    ReferenceRequest,
     TimeRequest,
     TrialRequest,
     request_from_wire,
@@ -57,6 +61,7 @@ class Runner:
         self.tensor_type = torch.Tensor
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         self.reference = None
+        self.reference_path: str | None = None
         self.candidate = None
         self.model = None
         self.init_seed = 0
@@ -122,6 +127,23 @@ class Runner:
             self.torch.cuda.synchronize()
 
     # requests
+    def reference_check(self, request: ReferenceRequest) -> dict:
+        """Load-only judging: the reference imported and its ``Model`` built, in place of the
+        judge doing it (which would cost the judge a torch import of its own)."""
+        from cudarl.files import import_source
+
+        try:
+            os.chdir(Path(request.task_path).parent)
+            self.reference = import_source(Path(request.task_path), "cudarl_reference")
+            self.torch.manual_seed(request.init_seed)
+            model = self.reference.Model(*self.reference.get_init_inputs())
+            del model, self.reference.Model  # the runner needs only get_inputs and get_init_inputs
+        except BaseException as exc:  # noqa: BLE001 - the task's failure, reported as such
+            self.reference = None
+            return {"ok": True, "reference_error": describe_exception(exc)}
+        self.reference_path = request.task_path
+        return {"ok": True, "reference_error": None}
+
     def load(self, request: LoadRequest) -> dict:
         from cudarl import _compat
         from cudarl.files import import_source
@@ -129,7 +151,8 @@ class Runner:
 
         os.chdir(Path(request.candidate_path).parent)  # a warm judge's runner started elsewhere
         _compat.exact_fp32_math()  # as in the judge; the candidate may switch TF32 on for itself
-        self.reference = import_source(Path(request.task_path), "cudarl_reference")
+        if self.reference_path != request.task_path:  # not imported already by a reference request
+            self.reference = import_source(Path(request.task_path), "cudarl_reference")
         if hasattr(self.reference, "Model"):
             del self.reference.Model  # the runner needs only get_inputs and get_init_inputs
         if self.device.type == "cuda":
@@ -257,8 +280,8 @@ class Runner:
 
 def serve(runner: Runner) -> None:
     """Answer requests until ``quit``; a failure ends the runner after its reply."""
-    handlers = {"load": runner.load, "rebuild": runner.rebuild, "trial": runner.trial, "time": runner.time,
-                "patched": runner.patched}
+    handlers = {"reference": runner.reference_check, "load": runner.load, "rebuild": runner.rebuild,
+                "trial": runner.trial, "time": runner.time, "patched": runner.patched}
     while True:
         try:
             request, _ = _read_frame(_REQUEST_FD)

@@ -42,8 +42,10 @@ class RunnerLink:
         request_read, self.request_write = os.pipe()
         self.reply_read, reply_write = os.pipe()
         shim = env.get(env.CUDARL_LAUNCH_SHIM)  # the own-kernel knockout (judging.launch_shim)
+        # -P: the working folder (the candidate's, where its build may have written) is not on the
+        # import path, so nothing there shadows a module the runner imports before the candidate.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", runner.__name__, str(request_read), str(reply_write)]
+            [sys.executable, "-P", "-m", runner.__name__, str(request_read), str(reply_write)]
             + (["--warm-profiler"] if warm_profiler else []),
             stdin=subprocess.DEVNULL, pass_fds=(request_read, reply_write),
             env=env.child_environment(preload_environment(Path(shim))) if shim else None)
