@@ -135,7 +135,7 @@ def test_sources_assembled_at_run_time_meet_the_text_rules_before_anything_is_bu
                                                                                  joined + "ext = load_inline")
     caught = plain.replace("ext = load_inline(", "try:\n    ext = load_inline(").replace(
         "functions=[])", "functions=[])\nexcept Exception:\n    ext = None")
-    settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0})
+    settings = make_tester_config(compile={"mode": "extension", "warm_children": 0})
     task = Task(id="add", source=TASK)
     # Built first with the static rules off (so built for real): that build must not serve the
     # tester with the rules on, which never saw the sources load_inline got.
@@ -163,7 +163,7 @@ def test_code_run_at_build_time_cannot_write_outside_its_folders(cache_root, tmp
     outside = tmp_path / "outside"
     outside.mkdir()
     writes = f'open("scratch.txt", "w").write("x")\nopen("{outside / "planted"}", "w").write("x")\n'
-    settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0},
+    settings = make_tester_config(compile={"mode": "extension", "warm_children": 0},
                                   hardening={"static_rules": False})
     tester = Tester(settings, cache_root=cache_root)
     built = tester.build(Task(id="add", source=TASK), Candidate(task_id="add", id="writer", source=candidate(writes)))
@@ -178,7 +178,7 @@ def test_environment_set_by_the_candidate_never_reaches_its_build(cache_root):
     harness's environment: a candidate pointing torch's builder at another "nvcc" builds as usual."""
     override = 'import os\nos.environ["PYTORCH_NVCC"] = "/bin/false"\n'
     source = candidate().replace("import torch\n", override + "import torch\n", 1)
-    settings = make_tester_config(compile={"mode": "extension", "precompiled_header": False, "warm_children": 0})
+    settings = make_tester_config(compile={"mode": "extension", "warm_children": 0})
     built = Tester(settings, cache_root=cache_root).build(Task(id="add", source=TASK),
                                                           Candidate(task_id="add", id="env", source=source))
     assert "PYTORCH_NVCC" in source and built.ready, built.verdict.reasons

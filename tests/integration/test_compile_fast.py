@@ -168,7 +168,7 @@ def test_a_source_that_needs_the_full_header_falls_back_and_builds(tmp_path, tas
 
     if torch.version.cuda is None:
         pytest.skip("a full extension build needs a CUDA build of torch; this torch is CPU-only")
-    tester = Tester(make_tester_config(compile={"mode": "extension", "precompiled_header": False}), cache_root=tmp_path)
+    tester = Tester(make_tester_config(compile={"mode": "extension"}), cache_root=tmp_path)
     built = tester.build(tasks["relu"], Candidate(task_id="relu", id="relu/fallback", source=FALLBACK))
     assert built.ready, built.verdict.reasons
     build_root = tester.cache.build_root(built.cache_key)

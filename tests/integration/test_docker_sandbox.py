@@ -42,14 +42,33 @@ def engine():
 
 TASK = next(t for t in load_suite() if t.id == "vector_add")
 HONEST = suite_solutions({"vector_add"})[0].source
-BROKEN = HONEST.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undeclared_name[i];")
+# A kernel with no torch header: its compile error comes in a second (a broken inline candidate
+# that includes torch's header pays for two builds, the second with the whole header).
+BROKEN = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <cstdint>
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + undeclared_name[i];
+}
+"""
+ext = load_inline(name="cudarl_broken_kernel", cpp_sources="", cuda_sources=cuda_source, functions=[])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return ext.add(a, b)
+'''
 
 
 def _tester(cache_root: Path, backend: str, compile_timeout_s: float = 300.0, memory_limit_mb: int = 16384,
-            **sandbox) -> Tester:
+            mode: str = "extension", **sandbox) -> Tester:
     # extension mode: the candidate is imported (its module-level code runs) in the compile child
     config = make_tester_config(hardening={"static_rules": False},
-                                compile={"timeout_s": compile_timeout_s, "mode": "extension"},
+                                compile={"timeout_s": compile_timeout_s, "mode": mode},
                                 sandbox={"backend": backend, "memory_limit_mb": memory_limit_mb, "max_processes": 64,
                                          **sandbox})
     return Tester(config, cache_root=cache_root)
@@ -66,16 +85,21 @@ def _containers(engine) -> set[str]:
 
 
 def test_the_same_verdicts_under_both_backends(engine, tmp_path):
+    """The honest kernel in extension mode; the broken one in kernel mode (nvcc in a child of its
+    own: the default without a GPU) under both backends and in extension mode under the namespace
+    backend (its Docker twin is the pool test's build below, with the same assertions)."""
     before = _containers(engine)
     docker = _tester(tmp_path / "docker", "docker")
     honest, _ = _build(docker, HONEST, "honest")
     assert honest.outcome == Outcome.COMPILED, honest.reasons
     again, _ = _build(docker, HONEST, "honest-again")  # the build the container left is the cache's
     assert again.outcome == Outcome.COMPILED and again.compile.cached and not honest.compile.cached
-    broken = {backend: _build(_tester(tmp_path / backend, backend), BROKEN, "broken")[0]
-              for backend in ("docker", "namespace")}
-    assert {v.outcome for v in broken.values()} == {Outcome.COMPILE_ERROR}
+    broken = {(backend, "kernel"): _build(_tester(tmp_path / f"{backend}-kernel", backend, mode="kernel"), BROKEN,
+                                          "broken")[0] for backend in ("docker", "namespace")}
+    broken["namespace", "extension"] = _build(_tester(tmp_path / "namespace", "namespace"), BROKEN, "broken")[0]
+    assert {v.outcome for v in broken.values()} == {Outcome.COMPILE_ERROR}, {k: v.reasons for k, v in broken.items()}
     assert all('identifier "undeclared_name" is undefined' in v.reasons[0] for v in broken.values())
+    assert {v.compile.mode for v in broken.values()} == {"kernel", "extension"}
     assert _containers(engine) == before  # every container removed
 
 
@@ -127,6 +151,7 @@ def test_the_pools_compile_worker_builds_with_the_docker_backend(engine, shared_
                  "max_bench_workers": 0}})
     pool = start_pool(config)
     before = _containers(engine)
+    # the Docker twin of test_the_same_verdicts_under_both_backends's broken extension build
     verdicts = pool.judge([(TASK, Candidate(task_id=TASK.id, id="broken", source=BROKEN))], timeout_s=600)
     pool.shutdown()
     assert verdicts[0].outcome == Outcome.COMPILE_ERROR, verdicts[0].reasons
