@@ -43,6 +43,37 @@ def cuda_home() -> Path | None:
     return None
 
 
+def torch_versions() -> tuple[str, str | None]:
+    """torch's version and the CUDA version it was built with (None: a CPU build), without
+    importing torch where it is not imported yet.
+
+    Why: ``import torch`` costs seconds of CPU, and every process that builds or caches kernels
+    (pool workers, the CLI) needs these two strings for its cache keys long before, or without
+    ever, needing torch itself. torch writes them into ``torch/version.py``, a file that imports
+    nothing of torch's; it is read on its own. Anything unexpected there: torch is imported.
+    """
+    import sys
+
+    if "torch" not in sys.modules:
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec("torch")
+            path = Path(spec.origin).parent / "version.py" if spec and spec.origin else None
+            if path is not None and path.is_file():
+                probe = importlib.util.spec_from_file_location("cudarl_torch_version_probe", path)
+                module = importlib.util.module_from_spec(probe)
+                probe.loader.exec_module(module)
+                cuda = module.cuda
+                if isinstance(module.__version__, str) and (cuda is None or isinstance(cuda, str)):
+                    return module.__version__, cuda
+        except Exception:  # noqa: BLE001 - an unexpected layout: ask torch itself
+            pass
+    import torch
+
+    return torch.__version__, torch.version.cuda
+
+
 def apply_cuda_home() -> Path | None:
     """Set CUDA_HOME for torch's builder (in this process) to the resolved toolkit root."""
     root = cuda_home()

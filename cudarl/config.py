@@ -42,8 +42,7 @@ class CompileConfig(_Section):
     """Wall-clock limit for one candidate's build; the build's process group is killed after it."""
 
     jobs: int = Field(default=2, ge=1, le=256)
-    """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and
-    cuda.cu compile side by side."""
+    """Parallel compiler jobs inside one extension build (MAX_JOBS for ninja): main.cpp and cuda.cu side by side."""
 
     nice: int = Field(default=0, ge=0, le=19)
     """CPU priority of build processes (``nice``, applied to the build's process and, where the
@@ -101,18 +100,20 @@ class SandboxConfig(_Section):
     """How much of the child's stdout and stderr each is kept in the verdict."""
 
     isolate_network: bool = True
-    """Run the child in a network namespace of its own (no network). Where the OS refuses,
-    the verdict records that isolation was unavailable."""
+    """Run the child in a network namespace of its own (no network); where the OS refuses, the verdict says so."""
 
     isolate_pids: bool = True
-    """Keep every process the candidate starts (also with setsid or a double fork) under the
-    tester's child, which adopts them as a subreaper and kills them all when it finishes."""
+    """Keep every process the candidate starts (setsid, double fork) under the tester's child, which
+    adopts them as a subreaper and kills them all when it finishes."""
 
     warm_judges: int | None = Field(default=None, ge=0, le=64)
-    """Judges kept started ahead of their candidates, each with its runner, torch and a CUDA
-    context up (``sandbox.WarmChildren``), so that a candidate does not wait seconds for them.
-    None: 2 where the tester has a GPU, 0 without one (there the judge's start is cheap and the
-    spare processes would only take CPU). Limits apply from the job on, as for cold judges."""
+    """Judges kept started ahead of their candidates, each with its runner, torch and a CUDA context up
+    (``sandbox.WarmChildren``), so that a candidate does not wait seconds for them. None: 2 where the
+    tester has a GPU, 0 without one (spare processes would only take CPU there). Limits apply from the job on."""
+
+    load_only_judges: bool = True
+    """Without a GPU (compile-only verdicts): judges that never import torch, the runner builds the reference
+    first (``judging.judge.run_load_only``): half a verdict's CPU. False: the judge builds it itself."""
 
     restrict_writes: bool = True
     """Builds and runs write only into the candidate's folder and its build folder (Landlock,
@@ -202,9 +203,8 @@ class HardeningConfig(_Section):
     Turn off only to see what the runtime defenses catch on their own."""
 
     own_kernel_check: bool = True
-    """Profile one forward and require the candidate's own kernels to do the work. The runner
-    starts the profiler before its first request (3 s on an H200, mostly hidden behind the
-    judge's start)."""
+    """Profile one forward and require the candidate's own kernels to do the work. The runner starts
+    the profiler before its first request (3 s on an H200, mostly hidden behind the judge's start)."""
 
     own_kernel_min_share: float = Field(default=0.5, ge=0, le=1)
     """Fallback only: the least share of forward's GPU time in the candidate's own kernels when

@@ -65,3 +65,18 @@ def sample(visible: list[int] | None = None) -> list[GpuSample]:
         samples.append(GpuSample(index, uuid.decode(errors="replace") if isinstance(uuid, bytes) else str(uuid),
                                  float(utilization.gpu), int(memory.used), int(memory.total)))
     return samples
+
+
+def compute_capability(index: int = 0) -> str | None:
+    """GPU ``index``'s compute capability as ``"90"``; None where NVML cannot start (no driver:
+    CPU machines) or there is no such GPU. Why here: asking torch costs a torch import (seconds
+    of CPU) in every process that only wants to know whether a GPU is there."""
+    if not _start():
+        return None
+    import pynvml
+
+    try:
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+    except pynvml.NVMLError:
+        return None
+    return f"{major}{minor}"

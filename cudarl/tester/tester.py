@@ -245,7 +245,7 @@ class Tester:
                      if self.has_gpu and self.config.timing.enabled else None)
         job = judgement.judge_job(self.config, workdir, self.cache.build_root(key), self.arch, atol, rtol,
                                   task.hidden, kernel_names, inline_fast=self.inline_fast, gpu_lock=self.gpu_lock,
-                                  load_only=not self.has_gpu)
+                                  load_only=not self.has_gpu and self.config.sandbox.load_only_judges)
         if reference is not None:  # the judge loads its candidate only once this file exists
             ready = workdir / f"reference-ready-{secrets.token_hex(8)}"
             job = job.with_changes(reference_ready=str(ready))

@@ -42,21 +42,21 @@ class Toolchain:
 
 @functools.cache
 def detect_toolchain() -> Toolchain:
-    import torch
-
     root = _compat.cuda_home()
     if root is None:
         raise ToolchainError("no CUDA toolkit found: install it or set CUDA_HOME (nvcc must be at $CUDA_HOME/bin/nvcc)")
     nvcc = root / "bin" / "nvcc"
+    torch_version, torch_cuda = _compat.torch_versions()  # without a torch import (seconds of CPU)
     out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60).stdout
     match = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
     return Toolchain(nvcc=nvcc, nvcc_version=match.group(2) if match else out.strip()[-40:],
-                     cuda_home=root, torch_version=torch.__version__, torch_cuda=torch.version.cuda)
+                     cuda_home=root, torch_version=torch_version, torch_cuda=torch_cuda)
 
 
 @functools.cache
 def gpu_arch() -> str | None:
-    """Compute capability of GPU 0 as '90', or None when there is no GPU."""
+    """Compute capability of GPU 0 as '90', or None when there is no GPU. Asked of nvidia-smi, else
+    NVML, else (without nvidia-ml-py) torch; the first two see every GPU whatever CUDA_VISIBLE_DEVICES says."""
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
@@ -66,6 +66,14 @@ def gpu_arch() -> str | None:
                 return out[0].replace(".", "")
         except (OSError, subprocess.SubprocessError):
             pass
+    try:  # NVML (a dependency) answers without a torch import, which costs seconds of CPU
+        import pynvml  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from cudarl import nvml
+
+        return nvml.compute_capability()
     import torch
 
     if torch.cuda.is_available():
