@@ -96,11 +96,18 @@ torch.set_default_dtype(torch.float64)  # the runner's get_inputs now makes othe
 """
 
 
-def evaluate(tmp_path: Path, candidate: str, hidden: dict | None = None) -> dict:
-    (tmp_path / "reference.py").write_text(TASK)
+def evaluate(tmp_path: Path, candidate: str, hidden: dict | None = None, reference: str = TASK,
+             load_only: bool = False) -> dict:
+    """One judge job: correctness on the CPU, or (``load_only``, a tester without a GPU) the
+    candidate only loaded, the judge never importing torch and the runner building the reference
+    in a request of its own before it imports the candidate."""
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "reference.py").write_text(reference)
     (tmp_path / "candidate.py").write_text(candidate)
     config = settings.TesterConfig()
-    job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, hidden or {}, [], cpu_correctness=True)
+    job = judge_job(config, tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, hidden or {}, [],
+                    cpu_correctness=not load_only, load_only=load_only)
+    assert job.load_only == load_only
     child = run_child(judge.__name__, job.to_wire(), ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
                       key=secrets.token_bytes(32))
     result = child.last("result")
@@ -206,33 +213,20 @@ def test_a_file_over_the_limit_is_a_resource_limit_verdict(tmp_path):
     assert "File too large" in result["reasons"][0]
 
 
-def load_only(tmp_path: Path, reference: str, candidate: str = GOOD) -> dict:
-    """A load-only job (a tester without a GPU): the judge never imports torch; the runner builds
-    the reference in a request of its own before it imports the candidate."""
-    tmp_path.mkdir()
-    (tmp_path / "reference.py").write_text(reference)
-    (tmp_path / "candidate.py").write_text(candidate)
-    job = judge_job(settings.TesterConfig(), tmp_path, tmp_path / "build", "90", 1e-4, 1e-4, {}, [], load_only=True)
-    assert job.load_only
-    child = run_child(judge.__name__, job.to_wire(), ChildLimits(timeout_s=120, memory_limit_mb=8192), cwd=tmp_path,
-                      key=secrets.token_bytes(32))
-    result = child.last("result")
-    assert result is not None, child.stderr
-    return result
 
-
-@pytest.mark.slow  # default-suite budget (tests/README.md): three judges of its own
+@pytest.mark.slow  # default-suite budget (tests/README.md): four judges of its own
 def test_load_only_judging_blames_the_task_not_the_candidate_for_a_broken_reference(tmp_path):
-    loaded = load_only(tmp_path / "good", TASK)
+    loaded = evaluate(tmp_path / "good", GOOD, load_only=True)
     assert loaded["outcome"] == "loaded", loaded["reasons"]
     assert any("adopted and killed by the judge" in note for note in loaded["hardening"]["notes"])
     failing_init = "class Model(nn.Module):\n    def __init__(self):\n        raise ValueError('bad task')\n"
-    raises = load_only(tmp_path / "raises", TASK.replace("class Model(nn.Module):", failing_init))
+    raises = evaluate(tmp_path / "raises", GOOD, reference=TASK.replace("class Model(nn.Module):", failing_init),
+                      load_only=True)
     assert raises["outcome"] == "harness_error", raises["reasons"]
     assert raises["reasons"][0].startswith("the task's reference failed to load: ")
     assert "ValueError: bad task" in raises["reasons"][0]
-    exits = load_only(tmp_path / "exits", TASK + "\nimport os\nos._exit(3)\n")
+    exits = evaluate(tmp_path / "exits", GOOD, reference=TASK + "\nimport os\nos._exit(3)\n", load_only=True)
     assert exits["outcome"] == "harness_error", exits["reasons"]
     assert "the runner ended while it loaded it" in exits["reasons"][0]
-    broken = load_only(tmp_path / "broken", TASK, candidate="import torch\nraise RuntimeError('broken candidate')\n")
+    broken = evaluate(tmp_path / "broken", "import torch\nraise RuntimeError('broken candidate')\n", load_only=True)
     assert broken["outcome"] == "load_error" and "broken candidate" in broken["reasons"][0], broken["reasons"]

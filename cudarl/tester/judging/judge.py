@@ -84,6 +84,12 @@ class Judge:
         self.reference = import_source(Path(self.job.task_path), "cudarl_reference")
         return self
 
+    def attach(self, link: RunnerLink) -> None:
+        """The runner this judge asks; the verdict notes how the candidate's processes end."""
+        self.link = link
+        self.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
+                                       if link.subreaper else "processes: killed by process group only")
+
     def take_turn(self, exclusive: bool, stage: str) -> None:
         """Wait for a turn on the GPU (if any); a wait shows in the verdict as ``<stage> (gpu turn)``
         and is not counted against the judge's time limit (``ChildLimits.turn_wait_s``)."""
@@ -243,9 +249,7 @@ def run(job: JudgeJob, link: RunnerLink | None = None) -> None:
     if job.load_only:
         run_load_only(Judge(job), link)
     judge = Judge(job).load_torch()
-    judge.link = link
-    judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
-                                    if link.subreaper else "processes: killed by process group only")
+    judge.attach(link)
     judge.turns = gpu_turns_for(judge, job)
     timed = job.timing["enabled"] and judge.device.type == "cuda"
     wait_for_reference(judge, job.reference_ready)
@@ -292,15 +296,15 @@ def run_load_only(judge: Judge, link: RunnerLink) -> None:
     machine, was most of the cost of a compile-only verdict). The runner builds the task's
     reference first, in a request of its own answered before any candidate code has run in it,
     so that a reference that fails (or kills the runner) is still the harness's error."""
-    judge.link = link
-    judge.hardening["notes"].append("processes: every one the candidate starts is adopted and killed by the judge"
-                                    if link.subreaper else "processes: killed by process group only")
+    judge.attach(link)
     judge.send_stage("load", model="reference")
     try:
         reply, _ = link.ask(ReferenceRequest(task_path=judge.job.task_path, init_seed=judge.init_seed), "load")
         problem = reply.get("reference_error")
-    except (RunnerGone, ForgedReply) as exc:
-        problem = f"the runner ended while it loaded it ({link.death()[1] if isinstance(exc, RunnerGone) else exc})"
+    except RunnerGone:
+        problem = f"the runner ended while it loaded it ({link.death()[1]})"
+    except ForgedReply as exc:
+        problem = f"the runner's reply was not its own ({exc})"
     if problem:
         finish("harness_error", "load", [f"the task's reference failed to load: {problem}"])
     judge.send_stage("load", model="candidate")

@@ -61,7 +61,6 @@ class Runner:
         self.tensor_type = torch.Tensor
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         self.reference = None
-        self.reference_path: str | None = None
         self.candidate = None
         self.model = None
         self.init_seed = 0
@@ -141,7 +140,6 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001 - the task's failure, reported as such
             self.reference = None
             return {"ok": True, "reference_error": describe_exception(exc)}
-        self.reference_path = request.task_path
         return {"ok": True, "reference_error": None}
 
     def load(self, request: LoadRequest) -> dict:
@@ -151,7 +149,7 @@ class Runner:
 
         os.chdir(Path(request.candidate_path).parent)  # a warm judge's runner started elsewhere
         _compat.exact_fp32_math()  # as in the judge; the candidate may switch TF32 on for itself
-        if self.reference_path != request.task_path:  # not imported already by a reference request
+        if self.reference is None:  # not imported already by a reference request (one job per runner)
             self.reference = import_source(Path(request.task_path), "cudarl_reference")
         if hasattr(self.reference, "Model"):
             del self.reference.Model  # the runner needs only get_inputs and get_init_inputs
