@@ -36,10 +36,14 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.compile is not None or args.bench is not None:
         pool.scale(compile=args.compile, bench=args.bench)
-    print(f"tester pool {pool.name!r} running" + (" (detached)" if args.detach else "; Ctrl-C stops it"), flush=True)
+    import ray
+
+    # the address, so that other commands can name this cluster (--address) where "auto" could
+    # find several on one machine
+    print(f"tester pool {pool.name!r} running on Ray at {ray.get_runtime_context().gcs_address}"
+          + (" (detached)" if args.detach else "; Ctrl-C stops it"), flush=True)
     if args.detach:
         return 0
-    import ray
 
     try:
         while True:

@@ -6,6 +6,7 @@ itself with code 0."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,10 +44,12 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 300) -
 def _start(command: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     """A server in a session of its own (so that a failed test can stop it with its local Ray), with
     SIGINT at its default as a terminal starts it; its output in ``log`` (a pipe nobody reads could
-    fill and stall it)."""
+    fill and stall it). ``RAY_ADDRESS=local``: ``serve run`` starts a Ray of its own, never joining
+    one that another suite on this machine started with ``ray start``."""
     with log.open("w") as output:
         process = subprocess.Popen(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, text=True,
-                                   start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
+                                   start_new_session=True, preexec_fn=sigint_as_in_a_terminal,
+                                   env={**os.environ, "RAY_ADDRESS": "local"})
     process.log = log
     return process
 
