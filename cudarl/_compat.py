@@ -320,3 +320,23 @@ def local_ray_workers_on_this_python() -> Iterator[None]:
         yield
     finally:
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = saved
+
+
+def start_train_autoscaling_coordinator() -> None:
+    """Start Ray Train's autoscaling coordinator before a ``TorchTrainer`` needs it.
+
+    Why: Ray Train (2.60) creates the coordinator, a detached actor, on first use: its controller,
+    right after starting, asks it for the workers' resources and waits 5 s for the answer
+    (``AUTOSCALING_REQUESTS_GET_TIMEOUT_S``). On a busy machine the actor's process takes longer
+    than that to start, so the request fails with a logged traceback, is sent again, and the
+    worker group starts 5-10 s later (seen on every update group on 2 cores). Creating it first,
+    with the very call Ray Train makes (``get_if_exists``: one actor either way), has it answering
+    by the time the controller asks. Does nothing where Ray has moved the function.
+    """
+    try:
+        from ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator import (
+            get_or_create_autoscaling_coordinator,
+        )
+    except ImportError:
+        return
+    get_or_create_autoscaling_coordinator()

@@ -2,15 +2,15 @@
 engine, every candidate judged (the tester pool), rewards and advantages, one update on the
 update workers, the new adapters pushed to the engine and checked, a line of statistics.
 
-The engine runs in a policy actor (``policy_client``: placed by Ray by its GPU share, restarted
-on its last weights when it dies); the update workers are a Ray Train group (``group``); the
-curriculum and the reward bookkeeping are actors (``actors/curriculum_controller.py``,
-``actors/reward_aggregator.py``; trajectories reach the latter through the object store); the
-judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl train``). Every sample carries the
-weights version that generated it, and each step's sync is refused unless the engine reproduces
-the trainer's log-probs on a probe from that step's data. Weights travel from the update worker
-to the policy actor as object references, or GPU to GPU over a weight channel (``weight_sync``);
-the driver fetches them only to write a checkpoint.
+The engine runs in a policy actor (``policy_client``: placed by Ray by its GPU share, loading while
+the update workers start, restarted on its last weights when it dies); the update workers are a Ray
+Train group (``group``); the curriculum and the reward bookkeeping are actors
+(``actors/curriculum_controller.py``, ``actors/reward_aggregator.py``; trajectories reach the
+latter through the object store); the judge is any ``Judge`` (``PoolClient.judge`` for ``cudarl
+train``). Every sample carries the weights version that generated it, and each step's sync is
+refused unless the engine reproduces the trainer's log-probs on a probe from that step's data.
+Weights travel from the update worker to the policy actor as object references, or GPU to GPU over
+a weight channel (``weight_sync``); the driver fetches them only to write a checkpoint.
 
 Covered: the loop; with ``train.overlap``, step n+1's rollout running while step n's update runs
 (in a thread here; the workers are other processes), one step off-policy, its version lag logged;
@@ -138,7 +138,7 @@ def run_training(config: CudarlConfig, out: Path, tasks: list[Task], judge: Judg
     try:
         plan = plan_placement(run_slots(config), cluster_node_gpus())  # refused here, not hung later
         print("\n".join(plan.lines()), file=sys.stderr, flush=True)
-        engine = PolicyClient(policy, cpus=train.policy_cpus, timeout_s=train.policy_timeout_s)
+        engine = PolicyClient(policy, cpus=train.policy_cpus, timeout_s=train.policy_timeout_s, wait=False)
         return _run_steps(config, out, engine, ChatTokens(tokenizer), spec, lora, _TimedJudge(judge), curriculum,
                           aggregator, progress, resume, on_phase or (lambda step, phase: None))
     finally:
@@ -161,7 +161,6 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         state = json.loads((checkpoint / "state.json").read_text())
         ray.get(curriculum.load_state_dict.remote(state["curriculum"]))
         first_step = state["step"]
-        restore_engine(engine, checkpoint, lora, state)
     if resume:
         _keep_log_lines(out / "steps.jsonl", before=first_step)
     group = UpdateGroup(spec, ranks=train.ranks, gpus_per_rank=train.gpus_per_rank,
@@ -171,19 +170,18 @@ def _run_steps(config: CudarlConfig, out: Path, engine, chat, spec: UpdaterSpec,
         raise RuntimeError(f"{checkpoint}: the trainer's state is version {group.version}, the checkpoint's "
                            f"adapters {state['weights_version']}")
     try:
+        engine.wait_ready()  # its engine loaded while the update workers started
+        if checkpoint is not None:
+            restore_engine(engine, checkpoint, lora, state)
         policy_gpu = engine.device_uuid()
         channel = choose_channel(train.weight_sync, group.device_uuids, policy_gpu, any_rank=lora is not None)
+        print(describe(channel, group.device_uuids, policy_gpu), file=sys.stderr, flush=True)
+        if checkpoint is None and spec.init_adapters:
+            on_phase(first_step, "warm start: adapters into the engine")
+            load_into_engine(engine, group, chat, spec.init_adapters, _sync_tolerance(train.dtype))
     except BaseException:
         group.stop()
         raise
-    print(describe(channel, group.device_uuids, policy_gpu), file=sys.stderr, flush=True)
-    if checkpoint is None and spec.init_adapters:
-        on_phase(first_step, "warm start: adapters into the engine")
-        try:
-            load_into_engine(engine, group, chat, spec.init_adapters, _sync_tolerance(train.dtype))
-        except BaseException:
-            group.stop()
-            raise
     log = StepLog(out, ray.get(curriculum.tiers.remote()), tensorboard=train.tensorboard,
                   wandb_project=train.wandb_project)
     run = _Run(config, engine, chat, judge, curriculum, aggregator, group, lora, on_phase, channel)

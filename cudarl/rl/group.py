@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from cudarl import _compat
 from cudarl.rl.batch import TrainSample, batch_counts, deal
 from cudarl.rl.train_loop import ProbeJob, SendJob, UpdateJob, UpdateResult, train_loop_per_worker
 from cudarl.rl.update import StepPlan, UpdaterSpec
@@ -95,6 +96,7 @@ class UpdateGroup:
         self.ranks, self.spec = ranks, spec
         resources = {"CPU": cpus_per_rank, **({"GPU": gpus_per_rank} if gpus_per_rank else {})}
         wait_until_fits(ranks, resources)
+        _compat.start_train_autoscaling_coordinator()  # answering before the controller asks
         self.inboxes = [Queue(actor_options={"num_cpus": 0}) for _ in range(ranks)]
         self.outbox = Queue(actor_options={"num_cpus": 0})
         self._trainer = TorchTrainer(

@@ -34,14 +34,18 @@ class PolicyUnavailable(RuntimeError):
 class PolicyClient:
     """One policy actor serving the run's roles, used as a rollout engine."""
 
-    def __init__(self, spec, cpus: float = 1.0, timeout_s: float = 1800.0) -> None:
-        """``spec``: the ``PolicySpec`` the actor loads (and reloads on ``restart``)."""
+    def __init__(self, spec, cpus: float = 1.0, timeout_s: float = 1800.0, wait: bool = True) -> None:
+        """``spec``: the ``PolicySpec`` the actor loads (and reloads on ``restart``). ``wait=False``:
+        return as soon as the actor is placed, so that the caller starts other workers while its
+        engine loads (a run's update workers: both import torch for tens of seconds);
+        ``wait_ready`` then says whether it loaded."""
         self.spec, self.cpus, self.timeout_s = spec, cpus, timeout_s
         self.incarnation = 0
         self.run_id = uuid.uuid4().hex[:8]  # names stay unique while a killed actor's name is still held
         self.dead = False
         self._synced: dict[str | None, tuple[Any, int, Probe | None]] = {}  # adapter -> last weights, version, probe
-        self._start()
+        self._ready_ref = None
+        self._start(wait)
 
     @property
     def name(self) -> str:
@@ -52,10 +56,7 @@ class PolicyClient:
     def _needs(self) -> dict[str, float]:
         return {"CPU": self.cpus, **({"GPU": self.spec.gpu_share} if self.spec.gpu_share else {})}
 
-    def _start(self) -> None:
-        import ray
-        import ray.exceptions
-
+    def _start(self, wait: bool = True) -> None:
         from actors.policy import PolicyActor
         from cudarl.rl.group import wait_until_fits
 
@@ -64,8 +65,20 @@ class PolicyClient:
         self.incarnation += 1
         self.actor = PolicyActor.options(name=self.name, num_cpus=self.cpus, num_gpus=self.spec.gpu_share).remote(
             asdict(self.spec))
+        self._ready_ref = self.actor.ready.remote()
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the actor's engine has loaded (at once if it has); ``PolicyUnavailable``, in one
+        line, if it cannot."""
+        import ray
+        import ray.exceptions
+
+        if self._ready_ref is None:
+            return
         try:
-            ready = self._get(self.actor.ready.remote(), "to start")
+            ready = self._get(self._ready_ref, "to start")
         except TimeoutError as exc:
             ray.kill(self.actor, no_restart=True)
             raise PolicyUnavailable(str(exc)) from exc
@@ -74,7 +87,14 @@ class PolicyClient:
             raise PolicyUnavailable(f"the policy actor failed to start: {cause[-1] if cause else 'no reason given'}") \
                 from exc
         self.dead = False
-        self.adapters: tuple[str, ...] = tuple(ready["adapters"])
+        self._adapters: tuple[str, ...] = tuple(ready["adapters"])
+        self._ready_ref = None
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        """The adapters the actor holds (known once it has loaded)."""
+        self.wait_ready()
+        return self._adapters
 
     def _get(self, ref, doing: str):
         import ray

@@ -99,7 +99,14 @@ def test_the_runs_policy_client_takes_weights_by_reference_and_survives_a_kill(t
         PolicyClient(spec, cpus=3)
     with pytest.raises(PolicyUnavailable, match="the policy actor failed to start: .*missing"):
         PolicyClient(PolicySpec(role="generator", model=str(tmp_path / "missing"), engine="hf"), timeout_s=120)
-    client = PolicyClient(spec, cpus=1, timeout_s=120)
+    # as a run starts it (wait=False: its update workers start meanwhile): placed at once, and a
+    # failure to load is the same one-line error, from wait_ready
+    unloadable = PolicyClient(PolicySpec(role="generator", model=str(tmp_path / "missing"), engine="hf"),
+                              timeout_s=120, wait=False)
+    with pytest.raises(PolicyUnavailable, match="the policy actor failed to start: .*missing"):
+        unloadable.wait_ready()
+    client = PolicyClient(spec, cpus=1, timeout_s=120, wait=False)
+    assert set(client.adapters) == {"generator", "optimizer"}  # known once it has loaded (waited for here)
     reference = ray.put(weights)
     sync = client.update_weights(reference, 7, probe, adapter="optimizer")
     prompt = tokenizer.encode("class ModelNew(nn.Module):")
